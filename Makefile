@@ -1,0 +1,36 @@
+# orch: `make demo` rehearses the EAGLE-3 story on this machine; `make test` runs the test suite.
+VENV    ?= .venv
+PYTHON  ?= python3
+BIN      = $(VENV)/bin
+ORCH     = $(BIN)/orch
+
+.PHONY: setup system-deps demo test bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip >/dev/null
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# What the SSH tests need from the system: OpenSSH's server and iproute2 (installed when missing, as root).
+system-deps:
+	@if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client iproute2 >/dev/null; \
+		else echo "note: openssh-server missing and not root; SSH tests will be skipped"; fi; \
+	fi
+
+demo: setup
+	$(ORCH) run experiments/eagle_debug.yaml
+	$(ORCH) diff
+
+test: setup system-deps
+	$(BIN)/pytest -q -p no:cacheprovider
+
+bench: setup
+	$(BIN)/python bench/logparse.py
+
+clean:
+	rm -rf $(VENV) orch.db orch.db-wal orch.db-shm *.egg-info

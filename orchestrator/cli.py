@@ -1,0 +1,300 @@
+"""The `orch` command: thin typer commands that load inputs, call the work, and print."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from . import diff as diffs, execute, inventory as inventories, spec as specs, ui
+from .errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, OrchError, SpecError
+from .store import RUNNING, SUCCEEDED, Store, dumps
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Run LLM-serving experiments on GPU hosts and keep an exact record of every run.")
+hosts_app = typer.Typer(help="The hosts of the inventory.", invoke_without_command=True)
+app.add_typer(hosts_app, name="hosts")
+
+
+class Settings:
+    db: str = "sqlite:///orch.db"
+    inventory: Path = Path("inventory.yaml")
+
+
+settings = Settings()
+
+
+@app.callback()
+def main_options(
+    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: $ORCH_DB or sqlite:///orch.db)."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", help="Inventory file (default: $ORCH_INVENTORY or ./inventory.yaml)."),
+) -> None:
+    settings.db = db or os.environ.get("ORCH_DB") or "sqlite:///orch.db"
+    settings.inventory = inventory or Path(os.environ.get("ORCH_INVENTORY") or "inventory.yaml")
+
+
+def _store() -> Store:
+    return Store(settings.db)
+
+
+def _split(values: Optional[str]) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (values or "").split(",") if v.strip())
+
+
+def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants: list[str]):
+    spec = specs.load(spec_path)
+    plans = specs.expand(spec, overrides, tuple(variants))
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(hosts) or spec.hosts)
+    return spec, plans, chosen
+
+
+@app.command()
+def run(
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a param: key=value, or env.NAME=value."),
+    variants: list[str] = typer.Option([], "--variant", help="Run only these variants (repeatable)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Render and check everything; change nothing."),
+    resume: bool = typer.Option(False, "--resume", help="Skip plans that already have a succeeded run."),
+) -> None:
+    """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
+    spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    store = _store()
+    if resume:
+        plans = _unfinished(store, plans)
+        if not plans:
+            ui.console.print("every plan already has a succeeded run; nothing to do")
+            raise typer.Exit(EXIT_OK)
+    outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.progress, dry_run=dry_run))
+    if not dry_run:
+        ui.summary(outcomes)
+    raise typer.Exit(max((o.exit_code for o in outcomes), default=EXIT_OK, key=_severity))
+
+
+def _severity(code: int) -> int:
+    """Exit codes by how bad they are: interrupted > host > bad input > failed > ok."""
+    return {EXIT_OK: 0, EXIT_RUN_FAILED: 1, EXIT_BAD_INPUT: 2, EXIT_HOST: 3, EXIT_INTERRUPTED: 4}.get(code, 1)
+
+
+def _unfinished(store: Store, plans: list[specs.RunPlan]) -> list[specs.RunPlan]:
+    done: dict[tuple[str, str], int] = {}
+    for r in store.runs(status=SUCCEEDED):
+        key = (r.variant, json.dumps(r.params, sort_keys=True, default=str))
+        done[key] = done.get(key, 0) + 1
+    left = []
+    for plan in plans:
+        key = (plan.variant, json.dumps(plan.params, sort_keys=True, default=str))
+        if done.get(key, 0) > 0:
+            done[key] -= 1
+        else:
+            left.append(plan)
+    return left
+
+
+@app.command()
+def render(
+    spec_path: Path = typer.Argument(..., metavar="SPEC"),
+    hosts: Optional[str] = typer.Option(None, "--hosts"),
+    overrides: list[str] = typer.Option([], "--set"),
+    variants: list[str] = typer.Option([], "--variant"),
+) -> None:
+    """Print the launch script each run would use, without touching any host."""
+    spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    for plan in plans:
+        host = chosen[0]
+        context = execute._context(spec, plan, host, "<run>")
+        from . import render as renderer
+        from .secrets import redact
+
+        ui.console.print(f"[bold]# {plan.variant} on {host.name}[/]")
+        ui.raw(redact(renderer.render_file(spec.template, context), context["env"]))
+
+
+@app.command("ls")
+def list_runs(
+    experiment: Optional[str] = typer.Option(None, "--experiment", "-e"),
+    status: Optional[str] = typer.Option(None, "--status"),
+    limit: int = typer.Option(50, "--limit", "-n"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List runs, oldest first (the newest `--limit`)."""
+    rows = _store().runs(experiment, status, limit)
+    if as_json:
+        ui.raw(dumps([{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
+                       "status": r.status, "flags": r.flags, "started_at": r.started_at, "ended_at": r.ended_at}
+                      for r in rows]) + "\n")
+    else:
+        ui.runs(rows)
+
+
+@app.command()
+def show(run_ref: str = typer.Argument(..., metavar="RUN"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Everything recorded about one run (id, uid prefix, `last` or `last~N`)."""
+    store = _store()
+    record = store.record(store.get(run_ref))
+    if as_json:
+        ui.raw(dumps(record) + "\n")
+    else:
+        ui.show(record)
+
+
+@app.command()
+def diff(
+    run_a: str = typer.Argument("last~1", metavar="RUN_A"),
+    run_b: str = typer.Argument("last", metavar="RUN_B"),
+    everything: bool = typer.Option(False, "--all", help="Also show params and debug fields that are equal."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Compare two runs: params, env, metrics with deltas, patches, debug fields, launch script."""
+    store = _store()
+    a, b = store.record(store.get(run_a)), store.record(store.get(run_b))
+    rows = diffs.compare(a, b, everything=everything)
+    if as_json:
+        ui.raw(dumps(diffs.as_json(a, b, rows)) + "\n")
+    else:
+        ui.diff(a, b, rows, diffs.command_diff(a, b))
+
+
+@app.command()
+def logs(
+    run_ref: str = typer.Argument(..., metavar="RUN"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Follow the live log of a running run."),
+    debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
+) -> None:
+    """Print a run's server log (stored at the end of the run, or live from the host)."""
+    store = _store()
+    run_row = store.get(run_ref)
+    if debug:
+        for line in store.record(run_row)["debug_lines"]:
+            ui.raw(line["text"] + "\n")
+        return
+    if follow and run_row.status == RUNNING:
+        asyncio.run(_follow(run_row))
+        return
+    data = store.log(run_row)
+    if data is None:
+        raise SpecError(f"run {run_row.id} has no stored log yet; `orch logs {run_row.id} --follow` reads it live")
+    ui.raw(data.decode(errors="replace"))
+
+
+async def _follow(run_row: Any) -> None:
+    from . import server
+
+    inv = inventories.load(settings.inventory)
+    host = inv.select([run_row.host])[0]
+    session = await execute.HostSession.open(host)
+    srv = server.Server(f"{session.host.workdir}/runs/{run_row.uid}", 0, 0)
+    offset = 0
+    try:
+        while True:
+            status = await server.poll(session.conn, srv, offset)
+            offset += len(status.new_bytes)
+            ui.raw(status.new_bytes.decode(errors="replace"))
+            if status.exit_code is not None or not status.alive:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        await session.conn.close()
+
+
+@app.command()
+def revert(
+    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
+) -> None:
+    """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(host) or list(inv.hosts))
+    store = _store()
+
+    async def one(h: inventories.Host) -> list[Any]:
+        session = await execute.HostSession.open(h)
+        try:
+            if force:
+                await _show_drift(session)
+            return await execute.recover(session, store, ui.progress, force=force)
+        finally:
+            await session.conn.close()
+
+    async def everyone() -> list[Any]:
+        return await asyncio.gather(*(one(h) for h in chosen), return_exceptions=True)
+
+    code = EXIT_OK
+    for h, result in zip(chosen, asyncio.run(everyone())):
+        if isinstance(result, OrchError):
+            ui.error(str(result))
+            code = max(code, result.exit_code)
+        elif isinstance(result, BaseException):
+            raise result
+        elif not result:
+            ui.progress(h.name, "nothing to revert")
+        else:
+            for r in result:
+                ui.progress(h.name, f"{r.state}: {r.file} ({r.name}, run {r.run})")
+                if r.state == "drifted":
+                    code = max(code, EXIT_RUN_FAILED)
+                    ui.progress(h.name, f"  changed since it was patched; original kept at {r.backup}; "
+                                        f"`orch revert --host {h.name} --force` restores it")
+    raise typer.Exit(code)
+
+
+async def _show_drift(session: execute.HostSession) -> None:
+    from . import patching
+
+    for record in await session.journal.records():
+        if record.state != "drifted":
+            continue
+        try:
+            current = (await session.conn.read_file(record.file)).decode(errors="replace")
+        except FileNotFoundError:
+            current = ""
+        original = (await session.conn.read_file(record.backup)).decode(errors="replace")
+        ui.progress(session.host.name, f"restoring {record.file}; the change being undone:\n"
+                    + patching.unified(original, current, record.file.lstrip("/")))
+
+
+@hosts_app.callback()
+def hosts_list(ctx: typer.Context) -> None:
+    """List the inventory's hosts."""
+    if ctx.invoked_subcommand:
+        return
+    inv = inventories.load(settings.inventory)
+    for h in inv.hosts.values():
+        where = "this machine" if h.transport == "local" else f"{h.user + '@' if h.user else ''}{h.address or h.name}"
+        extra = " (rehearsal)" if h.rehearsal else ""
+        ui.console.print(f"{h.name}: {h.transport} {where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
+                         + (f", tags {', '.join(h.tags)}" if h.tags else ""))
+
+
+def main() -> None:
+    """Entry point: one-line errors with the right exit code."""
+    try:
+        app(standalone_mode=False)
+    except OrchError as exc:
+        ui.error(str(exc), exc.evidence)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        ui.error("interrupted; patches of the interrupted run were reverted")
+        sys.exit(EXIT_INTERRUPTED)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click's usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(EXIT_BAD_INPUT)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(EXIT_INTERRUPTED)
+        raise
+
+
+if __name__ == "__main__":
+    main()

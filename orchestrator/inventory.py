@@ -1,0 +1,144 @@
+"""Inventory files -> hosts; selection by name or tag."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import yamlfile
+from .errors import SpecError
+from .spec import ENV_NAME
+
+TRANSPORTS = ("local", "ssh")
+HOST_KEY_POLICIES = ("strict", "accept-new")
+HOST_KEYS = {
+    "transport", "address", "port", "user", "identity", "proxy_jump", "ssh_config", "host_key_policy",
+    "known_hosts", "workdir", "python", "gpus", "env", "tags", "rehearsal", "vars",
+}
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    transport: str = "ssh"
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    identity: str | None = None
+    proxy_jump: str | None = None
+    ssh_config: str | None = None
+    host_key_policy: str = "strict"
+    known_hosts: str | None = None
+    workdir: str = "~/.orch"
+    python: str = "python3"
+    gpus: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    rehearsal: bool = False
+    vars: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rehearsal_dir(self) -> str | None:
+        """Where the rehearsal SGLang lives on this host (first on PYTHONPATH at launch)."""
+        return f"{self.workdir.rstrip('/')}/rehearsal" if self.rehearsal else None
+
+    def context(self) -> dict[str, Any]:
+        """What templates see as `host`."""
+        context = {
+            "name": self.name, "address": self.address or self.name, "workdir": self.workdir,
+            "python": self.python, "gpus": self.gpus, "env": dict(self.env), "tags": list(self.tags),
+            "vars": dict(self.vars),
+        }
+        if self.rehearsal:  # left undefined elsewhere, so a template that needs it fails loudly
+            context["rehearsal"] = self.rehearsal_dir
+        return context
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: Path
+    hosts: dict[str, Host]
+
+    def select(self, names: tuple[str, ...] | list[str]) -> list[Host]:
+        """Hosts by name or tag, in inventory order; an unknown name is an error naming the known ones."""
+        wanted = [n for n in names if n]
+        if not wanted:
+            raise SpecError(
+                f"no hosts chosen: set `hosts:` in the experiment or pass --hosts; "
+                f"hosts in {self.path}: {', '.join(self.hosts) or 'none'}"
+            )
+        chosen: list[Host] = []
+        for name in wanted:
+            matches = [h for h in self.hosts.values() if h.name == name or name in h.tags]
+            if not matches:
+                raise SpecError(
+                    f"no host or tag '{name}' in {self.path}; hosts: {', '.join(self.hosts) or 'none'}"
+                )
+            chosen.extend(h for h in matches if h not in chosen)
+        return chosen
+
+
+def load(path: Path) -> Inventory:
+    data = yamlfile.load(path)
+    yamlfile.check_keys(data, {"hosts"}, "the inventory")
+    hosts_data = data.get("hosts") or {}
+    yamlfile.require_mapping(hosts_data, data.where("hosts"), "`hosts`")
+    hosts = {}
+    for name, body in hosts_data.items():
+        body = body if body is not None else yamlfile.Located(source=str(path), line=hosts_data.line_of(name))
+        yamlfile.require_mapping(body, hosts_data.where(name), f"host '{name}'")
+        hosts[name] = _host(name, body)
+    return Inventory(path, hosts)
+
+
+def _host(name: str, body: yamlfile.Located) -> Host:
+    yamlfile.check_keys(body, HOST_KEYS, f"host '{name}'")
+    transport = body.get("transport", "ssh")
+    if transport not in TRANSPORTS:
+        raise SpecError(f"{body.where('transport')}: host '{name}' transport must be one of {', '.join(TRANSPORTS)}")
+    policy = body.get("host_key_policy", "strict")
+    if policy not in HOST_KEY_POLICIES:
+        raise SpecError(
+            f"{body.where('host_key_policy')}: host '{name}' host_key_policy must be one of {', '.join(HOST_KEY_POLICIES)}"
+        )
+    gpus = body.get("gpus", 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise SpecError(f"{body.where('gpus')}: host '{name}' gpus must be a whole number >= 0")
+    port = body.get("port")
+    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
+        raise SpecError(f"{body.where('port')}: host '{name}' port must be 1-65535")
+    env = body.get("env") or {}
+    yamlfile.require_mapping(env, body.where("env"), f"host '{name}' env")
+    for key in env:
+        if not ENV_NAME.match(str(key)):
+            raise SpecError(f"{body.where('env')}: '{key}' is not a valid environment variable name")
+    tags = body.get("tags") or []
+    if not isinstance(tags, list):
+        raise SpecError(f"{body.where('tags')}: host '{name}' tags must be a list")
+    default_python = sys.executable if transport == "local" else "python3"
+
+    def text(key: str) -> str | None:
+        value = body.get(key)
+        return None if value is None else str(value)
+
+    return Host(
+        name=name,
+        transport=transport,
+        address=text("address"),
+        port=port,
+        user=text("user"),
+        identity=text("identity"),
+        proxy_jump=text("proxy_jump"),
+        ssh_config=text("ssh_config"),
+        host_key_policy=policy,
+        known_hosts=text("known_hosts"),
+        workdir=str(body.get("workdir", "~/.orch")),
+        python=str(body.get("python", default_python)),
+        gpus=gpus,
+        env={str(k): str(v) for k, v in env.items()},
+        tags=tuple(str(t) for t in tags),
+        rehearsal=bool(body.get("rehearsal", False)),
+        vars=dict(body.get("vars") or {}),
+    )

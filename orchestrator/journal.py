@@ -1,0 +1,122 @@
+"""The host-side record of every change orch makes to a host's files, used to revert them.
+
+Order of acts when patching one file (each step durable before the next):
+  1. the original bytes are saved next to the record (`<seq>.orig`);
+  2. the record is written (`<seq>.json`: file, hashes, mode, owner, backup path);
+  3. the new text is written to a temporary file in the target's folder and renamed over it;
+  4. the target's stale `__pycache__` entries are removed.
+A crash between any two steps leaves a record that `revert` can finish: the file's hash is
+either the "before" hash (nothing to undo) or the "after" hash (restore the saved bytes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+
+from . import patching, shell
+from .errors import PatchError
+from .remote import Connection
+from .spec import PatchDef
+
+APPLIED, REVERTED, DRIFTED = "applied", "reverted", "drifted"
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    run: str
+    seq: int
+    name: str
+    target: str  # as written in the experiment, e.g. sglang:srt/models/llama_eagle3.py
+    file: str  # the resolved path on the host
+    sha256_before: str
+    sha256_after: str
+    backup: str
+    mode: int
+    uid: int
+    gid: int
+    state: str = APPLIED
+
+
+class Journal:
+    def __init__(self, conn: Connection, workdir: str):
+        self.conn = conn
+        self.root = f"{workdir.rstrip('/')}/journal"
+
+    def _dir(self, run: str) -> str:
+        return f"{self.root}/{run}"
+
+    async def prepare(self, patch: PatchDef, file: str) -> tuple[bytes, bytes]:
+        """The file's current and patched bytes; raises before anything changes."""
+        where = f"{self.conn.host.name}:{file}"
+        try:
+            before = await self.conn.read_file(file)
+        except FileNotFoundError:
+            raise PatchError(f"{patch.where}: patch '{patch.name}': {where} does not exist; check `file:`") from None
+        try:
+            text = before.decode()
+        except UnicodeDecodeError:
+            raise PatchError(f"{patch.where}: patch '{patch.name}': {where} is not UTF-8 text") from None
+        return before, patching.apply(patch, text, where).encode()
+
+    async def apply(self, run: str, seq: int, patch: PatchDef, file: str, before: bytes, after: bytes) -> PatchRecord:
+        """Journal, back up and write one patched file (see the module docstring for the order)."""
+        st = await self.conn.stat(file)
+        assert st is not None
+        base = f"{self._dir(run)}/{seq:03d}"
+        record = PatchRecord(
+            run=run, seq=seq, name=patch.name, target=patch.file, file=file,
+            sha256_before=patching.sha256(before), sha256_after=patching.sha256(after),
+            backup=f"{base}.orig", mode=st.mode, uid=st.uid, gid=st.gid,
+        )
+        await self.conn.run(shell.mkdir(self._dir(run)))
+        await self.conn.write_file(record.backup, before, mode=0o600)
+        await self._write_record(record)
+        await self.conn.write_file(file, after)
+        await self.conn.run(shell.remove_pycache(file))
+        return record
+
+    async def records(self, run: str | None = None) -> list[PatchRecord]:
+        """Records still on the host (applied or drifted), oldest first."""
+        pattern = f"{run}/*.json" if run else "*/*.json"
+        done = await self.conn.run(shell.cat_records(self.root, pattern))
+        records = [PatchRecord(**json.loads(line)) for line in done.out.splitlines() if line.strip()]
+        return sorted(records, key=lambda r: (r.run, r.seq))
+
+    async def revert(self, run: str | None = None, *, force: bool = False) -> list[PatchRecord]:
+        """Undo recorded patches newest first; a file changed under us is left alone (drifted)
+        unless `force`, in which case the saved original is restored."""
+        results = []
+        for record in reversed(await self.records(run)):
+            results.append(await self._revert_one(record, force=force))
+        return results
+
+    async def _revert_one(self, record: PatchRecord, *, force: bool) -> PatchRecord:
+        try:
+            current = patching.sha256(await self.conn.read_file(record.file))
+        except FileNotFoundError:
+            current = None
+        if current == record.sha256_before:
+            await self._forget(record)
+            return replace(record, state=REVERTED)
+        if current != record.sha256_after and not force:
+            drifted = replace(record, state=DRIFTED)
+            await self._write_record(drifted)
+            return drifted
+        original = await self.conn.read_file(record.backup)
+        await self.conn.write_file(record.file, original, mode=record.mode)
+        await self.conn.run(shell.remove_pycache(record.file))
+        if patching.sha256(await self.conn.read_file(record.file)) != record.sha256_before:
+            kept = replace(record, state=DRIFTED)
+            await self._write_record(kept)
+            return kept
+        await self._forget(record)
+        return replace(record, state=REVERTED)
+
+    async def _write_record(self, record: PatchRecord) -> None:
+        data = (json.dumps(asdict(record), sort_keys=True) + "\n").encode()
+        await self.conn.write_file(f"{self._dir(record.run)}/{record.seq:03d}.json", data, mode=0o600)
+
+    async def _forget(self, record: PatchRecord) -> None:
+        base = f"{self._dir(record.run)}/{record.seq:03d}"
+        await self.conn.run(shell.remove_files(f"{base}.json", f"{base}.orig") + "; " + shell.remove_empty_dir(self._dir(record.run)))

@@ -1,0 +1,69 @@
+"""The `Connection` protocol every transport implements, and the records it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..inventory import Host
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished command."""
+
+    command: str
+    exit_status: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode(errors="replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime: float
+    mode: int
+    uid: int
+    gid: int
+
+
+class Connection(Protocol):
+    """One open line to a host, reused by every stage of a command."""
+
+    host: Host
+    home: str
+
+    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None) -> Completed:
+        """Run a shell command built by `shell.py`."""
+
+    async def read_file(self, path: str) -> bytes:
+        """A file's bytes; FileNotFoundError if it does not exist."""
+
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        """Write atomically: a temporary file in the same folder renamed over `path`.
+        An existing file keeps its mode and owner unless `mode` is given."""
+
+    async def stat(self, path: str) -> FileStat | None:
+        """Size, mtime, mode and owner, or None when the path does not exist."""
+
+    async def put_tree(self, local_dir: Path, remote_dir: str) -> None:
+        """Copy a local folder's files to the host (created if missing)."""
+
+    async def forward(self, remote_port: int) -> tuple[str, int]:
+        """A local address that reaches 127.0.0.1:`remote_port` on the host."""
+
+    async def close(self) -> None:
+        """Close forwards and the connection."""

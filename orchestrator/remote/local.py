@@ -1,0 +1,88 @@
+"""The `Connection` protocol on this machine, for the `local` host (no SSH)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import HostError
+from ..inventory import Host
+from .base import Completed, FileStat
+
+
+class LocalConnection:
+    def __init__(self, host: Host):
+        self.host = host
+        self.home = str(Path.home())
+
+    def _path(self, path: str) -> Path:
+        return Path(os.path.expanduser(path))
+
+    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None) -> Completed:
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", command,
+            stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise HostError(f"{self.host.name}: command timed out after {timeout} s: {command[:120]}") from None
+        return Completed(command, proc.returncode if proc.returncode is not None else -1, out, err)
+
+    async def read_file(self, path: str) -> bytes:
+        return await asyncio.to_thread(self._path(path).read_bytes)
+
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        await asyncio.to_thread(_write_atomic, self._path(path), data, mode)
+
+    async def stat(self, path: str) -> FileStat | None:
+        try:
+            st = self._path(path).stat()
+        except FileNotFoundError:
+            return None
+        return FileStat(st.st_size, st.st_mtime, st.st_mode & 0o7777, st.st_uid, st.st_gid)
+
+    async def put_tree(self, local_dir: Path, remote_dir: str) -> None:
+        await asyncio.to_thread(
+            shutil.copytree, local_dir, self._path(remote_dir), dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+
+    async def forward(self, remote_port: int) -> tuple[str, int]:
+        return ("127.0.0.1", remote_port)
+
+    async def close(self) -> None:
+        return None
+
+
+def _write_atomic(target: Path, data: bytes, mode: int | None) -> None:
+    """Temp file in the target's folder, fsync, keep mode/owner, rename over the target."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    existing = target.stat() if target.exists() else None
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".orch-tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        elif existing is not None:
+            os.chmod(tmp, existing.st_mode & 0o7777)
+        if existing is not None and os.geteuid() == 0:
+            os.chown(tmp, existing.st_uid, existing.st_gid)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

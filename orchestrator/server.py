@@ -1,0 +1,136 @@
+"""The server on a host: detached launch, readiness, early-exit detection, stop by process group."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import http, shell
+from .engines.sglang import logs
+from .errors import ServerError
+from .remote import Connection
+
+LOG_NAME = "server.log"
+POLL_SECONDS = 0.3
+HEALTH_EVERY_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class Server:
+    run_dir: str
+    pgid: int
+    port: int
+
+    @property
+    def log(self) -> str:
+        return f"{self.run_dir}/{LOG_NAME}"
+
+
+@dataclass(frozen=True)
+class Status:
+    alive: bool
+    exit_code: int | None
+    log_size: int
+    new_bytes: bytes
+
+
+async def launch(conn: Connection, run_dir: str, script: str, port: int) -> Server:
+    """Write the launch script into the run folder and start it detached (setsid + nohup)."""
+    await conn.run(shell.mkdir(run_dir))
+    await conn.write_file(f"{run_dir}/launch.sh", script.encode(), mode=0o755)
+    done = await conn.run(shell.launch(run_dir, "launch.sh", LOG_NAME), timeout=30)
+    pid = done.out.strip().splitlines()[-1] if done.out.strip() else ""
+    if not done.ok or not pid.isdigit():
+        raise ServerError(f"{conn.host.name}:{run_dir}: could not start the launch script: {done.err.strip() or done.out.strip()}")
+    return Server(run_dir, int(pid), port)
+
+
+async def poll(conn: Connection, server: Server, offset: int) -> Status:
+    """One round trip: alive?, exit code, and the log bytes written since `offset`."""
+    done = await conn.run(shell.server_status(server.run_dir, LOG_NAME, offset), timeout=60)
+    head, _, rest = done.stdout.partition(b"\n")
+    parts = head.decode(errors="replace").split()
+    if len(parts) != 4 or parts[0] != shell.READY_MARKER:
+        raise ServerError(f"{conn.host.name}:{server.run_dir}: run folder is gone or unreadable ({done.err.strip()})")
+    exit_code = None if parts[2] == "-" else int(parts[2])
+    return Status(parts[1] == "1", exit_code, int(parts[3]), rest)
+
+
+async def wait_ready(
+    conn: Connection,
+    server: Server,
+    timeout: float,
+    on_output: Callable[[bytes], None] = lambda _: None,
+) -> bytes:
+    """Wait for the readiness line or a 200 from /health_generate.
+
+    Returns the log read so far. If the server exits first, raises with the diagnosis and the
+    last 20 log lines; if `timeout` passes, raises saying so.
+    """
+    log = bytearray()
+    deadline = time.monotonic() + timeout
+    next_health = time.monotonic() + HEALTH_EVERY_SECONDS
+    address = await conn.forward(server.port)
+    while True:
+        status = await poll(conn, server, len(log))
+        log += status.new_bytes
+        if status.new_bytes:
+            on_output(status.new_bytes)
+        if logs.READY_LINE.encode() in log:
+            return bytes(log)
+        if not status.alive or status.exit_code is not None:
+            raise early_exit(conn.host.name, server, bytes(log), status.exit_code)
+        if time.monotonic() >= next_health:
+            next_health = time.monotonic() + HEALTH_EVERY_SECONDS
+            code, _ = await asyncio.to_thread(http.get, f"http://{address[0]}:{address[1]}/health_generate", 2.0)
+            if code == 200:
+                return bytes(log)
+        if time.monotonic() >= deadline:
+            raise ServerError(
+                f"{conn.host.name}: server not ready after {timeout:.0f} s (no readiness line, /health_generate "
+                f"not 200); raise `ready_timeout:` or see `orch logs` for where it stalled",
+                evidence=tuple(tail(bytes(log))),
+            )
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def early_exit(host: str, server: Server, log: bytes, exit_code: int | None) -> ServerError:
+    text = log.decode(errors="replace")
+    diagnosis = logs.diagnose(text)
+    code = "unknown" if exit_code is None else str(exit_code)
+    reason = diagnosis.summary if diagnosis else "no known failure signature in the log"
+    error = ServerError(
+        f"{host}: server exited before it was ready (exit code {code}): {reason}",
+        evidence=tuple(tail(log)),
+    )
+    error.diagnosis = diagnosis  # type: ignore[attr-defined]
+    return error
+
+
+def tail(log: bytes, lines: int = 20) -> list[str]:
+    return log.decode(errors="replace").splitlines()[-lines:]
+
+
+async def stop(conn: Connection, server: Server, grace: float = 15.0) -> bool:
+    """SIGTERM the process group, wait up to `grace`, then SIGKILL; True once it is confirmed gone."""
+    await conn.run(shell.signal_group(server.pgid, "TERM"))
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not (await conn.run(shell.group_alive(server.pgid))).ok:
+            return True
+        await asyncio.sleep(0.2)
+    await conn.run(shell.signal_group(server.pgid, "KILL"))
+    for _ in range(25):
+        if not (await conn.run(shell.group_alive(server.pgid))).ok:
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+async def read_log(conn: Connection, server: Server) -> bytes:
+    try:
+        return await conn.read_file(server.log)
+    except FileNotFoundError:
+        return b""

@@ -1,0 +1,340 @@
+"""Experiment files -> frozen, validated specs; variants x matrix x repeats -> run plans."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import yamlfile
+from .errors import SpecError
+from .yamlfile import Located
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CONTROLLER_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PATCH_ACTIONS = ("replace", "insert_after", "insert_before")
+DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"
+
+
+@dataclass(frozen=True)
+class PatchDef:
+    """One named patch: `find` + an action, or a unified `diff` file."""
+
+    name: str
+    file: str
+    where: str
+    find: str | None = None
+    action: str | None = None
+    text: str | None = None
+    count: int = 1
+    diff: str | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    requests: int = 8
+    max_new_tokens: int = 64
+    concurrency: int = 4
+    temperature: float = 0.0
+    prompts: str | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    patches: tuple[str, ...] = ()
+    expect: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    path: Path
+    description: str
+    hosts: tuple[str, ...]
+    template: Path
+    params: dict[str, Any]
+    env: dict[str, str]
+    patches: dict[str, PatchDef]
+    variants: tuple[Variant, ...]
+    matrix: dict[str, tuple[Any, ...]]
+    repeats: int
+    workload: Workload
+    debug_pattern: str
+    ready_timeout: float
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run to make: a variant with its final params, env and patches."""
+
+    experiment: str
+    variant: str
+    params: dict[str, Any]
+    env: dict[str, str]
+    patches: tuple[PatchDef, ...]
+    expect: dict[str, str]
+    repeat: int
+    hosts: tuple[str, ...]
+
+
+TOP_KEYS = {
+    "name", "description", "hosts", "template", "params", "env", "patches", "variants",
+    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout",
+}
+
+
+def load(path: Path) -> Spec:
+    """Load and validate an experiment file."""
+    data = yamlfile.load(path)
+    yamlfile.check_keys(data, TOP_KEYS, "the experiment")
+    patches = _patches(data, path)
+    variants = _variants(data, patches)
+    template = path.parent / str(data.get("template", "../templates/sglang_launch.sh.j2"))
+    if not template.is_file():
+        raise SpecError(f"{data.where('template')}: template {template} not found; fix `template:`")
+    debug_pattern = str(data.get("debug_pattern", DEFAULT_DEBUG_PATTERN))
+    try:
+        re.compile(debug_pattern)
+    except re.error as exc:
+        raise SpecError(f"{data.where('debug_pattern')}: debug_pattern is not a valid regex: {exc}") from None
+    return Spec(
+        name=str(data.get("name", path.stem)),
+        path=path,
+        description=str(data.get("description", "")),
+        hosts=_names(data, "hosts"),
+        template=template,
+        params=dict(_mapping(data, "params")),
+        env=_env(data, "env"),
+        patches=patches,
+        variants=variants,
+        matrix=_matrix(data),
+        repeats=_positive_int(data, "repeats", 1),
+        workload=_workload(data, path),
+        debug_pattern=debug_pattern,
+        ready_timeout=float(_positive_number(data, "ready_timeout", 600)),
+        raw=_plain(data),
+    )
+
+
+def expand(spec: Spec, overrides: list[str] = (), variants: tuple[str, ...] = ()) -> list[RunPlan]:
+    """Variants x matrix x repeats, in file order; `--set` overrides applied last."""
+    params_set, env_set = parse_overrides(overrides)
+    chosen = [v for v in spec.variants if not variants or v.name in variants]
+    unknown = set(variants) - {v.name for v in spec.variants}
+    if unknown:
+        names = ", ".join(v.name for v in spec.variants)
+        raise SpecError(f"{spec.path}: no variant named {', '.join(sorted(unknown))}; variants: {names}")
+    keys = list(spec.matrix)
+    combos = list(itertools.product(*(spec.matrix[k] for k in keys))) or [()]
+    plans = []
+    for variant in chosen:
+        for combo in combos:
+            for repeat in range(spec.repeats):
+                params = {**spec.params, **variant.params, **dict(zip(keys, combo)), **params_set}
+                env = {**spec.env, **variant.env, **env_set}
+                plans.append(
+                    RunPlan(
+                        experiment=spec.name,
+                        variant=variant.name,
+                        params=params,
+                        env=env,
+                        patches=tuple(spec.patches[p] for p in variant.patches),
+                        expect=variant.expect,
+                        repeat=repeat,
+                        hosts=spec.hosts,
+                    )
+                )
+    return plans
+
+
+def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`key=value` (YAML scalar) into params; `env.NAME=value` into env."""
+    params: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SpecError(f"--set {item!r}: expected key=value, e.g. --set tp_size=8")
+        if key.startswith("env."):
+            name = key[4:]
+            if not ENV_NAME.match(name):
+                raise SpecError(f"--set {item!r}: '{name}' is not a valid environment variable name")
+            env[name] = value
+        else:
+            try:
+                params[key] = yaml.safe_load(value) if value else ""
+            except yaml.YAMLError:
+                params[key] = value
+    return params, env
+
+
+def resolve_controller_vars(value: str, where: str) -> str:
+    """`${NAME}` in an env value comes from the controller's environment (for tokens)."""
+
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise SpecError(f"{where}: ${{{name}}} is not set in this shell; export {name} or remove it")
+        return os.environ[name]
+
+    return CONTROLLER_VAR.sub(sub, value)
+
+
+# --- field readers -------------------------------------------------------------------------
+
+
+def _mapping(data: Located, key: str) -> Located:
+    value = data.get(key)
+    if value is None:
+        return Located(source=data.source, line=data.line_of(key))
+    yamlfile.require_mapping(value, data.where(key), f"`{key}`")
+    return value
+
+
+def _names(data: Located, key: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{data.where(key)}: `{key}` must be a list of names, e.g. [a, b]")
+    return tuple(value)
+
+
+def _env(data: Located, key: str) -> dict[str, str]:
+    env = {}
+    mapping = _mapping(data, key)
+    for name, value in mapping.items():
+        if not ENV_NAME.match(name):
+            raise SpecError(f"{mapping.where(name)}: '{name}' is not a valid environment variable name")
+        if isinstance(value, (dict, list)) or value is None:
+            raise SpecError(f"{mapping.where(name)}: env value of {name} must be a string or number")
+        env[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+def _positive_int(data: Located, key: str, default: int) -> int:
+    value = data.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SpecError(f"{data.where(key)}: `{key}` must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _positive_number(data: Located, key: str, default: float) -> float:
+    value = data.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise SpecError(f"{data.where(key)}: `{key}` must be a number > 0, got {value!r}")
+    return value
+
+
+def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
+    patches = {}
+    mapping = _mapping(data, "patches")
+    for name, body in mapping.items():
+        where = mapping.where(name)
+        body = yamlfile.require_mapping(body, where, f"patch '{name}'")
+        yamlfile.check_keys(body, {"file", "find", "count", "diff", *PATCH_ACTIONS}, f"patch '{name}'")
+        if not isinstance(body.get("file"), str) or not body["file"]:
+            raise SpecError(f"{where}: patch '{name}' needs `file:` (an absolute path or PACKAGE:path)")
+        actions = [a for a in PATCH_ACTIONS if a in body]
+        if "diff" in body:
+            if "find" in body or actions:
+                raise SpecError(f"{where}: patch '{name}' has `diff:` and `find:`; use one of them")
+            diff_path = path.parent / str(body["diff"])
+            if not diff_path.is_file():
+                raise SpecError(f"{body.where('diff')}: diff file {diff_path} not found")
+            patches[name] = PatchDef(name, body["file"], where, diff=diff_path.read_text())
+            continue
+        if not isinstance(body.get("find"), str) or not body["find"]:
+            raise SpecError(f"{where}: patch '{name}' needs `find:` text (or `diff:` a unified diff file)")
+        if len(actions) != 1:
+            raise SpecError(
+                f"{where}: patch '{name}' needs exactly one of replace / insert_after / insert_before"
+            )
+        text = body[actions[0]]
+        if not isinstance(text, str):
+            raise SpecError(f"{body.where(actions[0])}: `{actions[0]}` must be text")
+        count = _positive_int(body, "count", 1)
+        patches[name] = PatchDef(name, body["file"], where, body["find"], actions[0], text, count)
+    return patches
+
+
+def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...]:
+    mapping = _mapping(data, "variants")
+    if not mapping:
+        return (Variant("default", patches=tuple(patches)),)
+    variants = []
+    for name, body in mapping.items():
+        where = mapping.where(name)
+        body = body if body is not None else Located(source=data.source, line=mapping.line_of(name))
+        yamlfile.require_mapping(body, where, f"variant '{name}'")
+        yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect"}, f"variant '{name}'")
+        names = _names(body, "patches")
+        for patch in names:
+            if patch not in patches:
+                known = ", ".join(patches) or "none defined"
+                raise SpecError(f"{body.where('patches')}: variant '{name}' uses unknown patch '{patch}'; patches: {known}")
+        expect = {k: str(v) for k, v in _mapping(body, "expect").items()}
+        for metric, rule in expect.items():
+            parse_expectation(rule, body.where("expect"))
+        variants.append(
+            Variant(name, str(body.get("description", "")), dict(_mapping(body, "params")), _env(body, "env"), names, expect)
+        )
+    return tuple(variants)
+
+
+EXPECTATION = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(-?[0-9.]+)\s*$")
+
+
+def parse_expectation(rule: str, where: str) -> tuple[str, float]:
+    match = EXPECTATION.match(rule)
+    if not match:
+        raise SpecError(f"{where}: expectation {rule!r} must look like '>= 2.0' (ops: > >= < <= == !=)")
+    return match.group(1), float(match.group(2))
+
+
+def _matrix(data: Located) -> dict[str, tuple[Any, ...]]:
+    result = {}
+    mapping = _mapping(data, "matrix")
+    for key, values in mapping.items():
+        if not isinstance(values, list) or not values:
+            raise SpecError(f"{mapping.where(key)}: matrix '{key}' must be a non-empty list of values")
+        result[key] = tuple(values)
+    return result
+
+
+def _workload(data: Located, path: Path) -> Workload:
+    body = _mapping(data, "workload")
+    yamlfile.check_keys(body, {"requests", "max_new_tokens", "concurrency", "temperature", "prompts"}, "workload")
+    prompts = body.get("prompts")
+    if prompts is not None:
+        prompts_path = path.parent / str(prompts)
+        if not prompts_path.is_file():
+            raise SpecError(f"{body.where('prompts')}: prompts file {prompts_path} not found")
+        prompts = str(prompts_path)
+    return Workload(
+        requests=_positive_int(body, "requests", 8),
+        max_new_tokens=_positive_int(body, "max_new_tokens", 64),
+        concurrency=_positive_int(body, "concurrency", 4),
+        temperature=float(body.get("temperature", 0.0)),
+        prompts=prompts,
+    )
+
+
+def _plain(value: Any) -> Any:
+    """The spec as plain JSON-able data, for the run record."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,255 @@
+"""The experiment database: SQLModel tables and the queries orch needs.
+
+SQLite file by default (`sqlite:///orch.db`); any SQLAlchemy URL through `--db` / `ORCH_DB`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Column, LargeBinary, event
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from .errors import StoreError
+
+RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
+STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Run(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    uid: str = Field(index=True, unique=True)
+    experiment: str = Field(index=True)
+    variant: str
+    host: str = Field(index=True)
+    status: str = Field(default=RUNNING, index=True)
+    repeat: int = 0
+    spec_path: str = ""
+    spec: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    params: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    env: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    command: str = ""
+    flags: list = Field(default_factory=list, sa_column=Column(JSON))
+    error: str | None = None
+    diagnosis: dict | None = Field(default=None, sa_column=Column(JSON))
+    controller: str = ""
+    started_at: str = Field(default_factory=now)
+    ended_at: str | None = None
+
+
+class PatchRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    seq: int
+    name: str
+    target: str
+    file: str
+    sha256_before: str
+    sha256_after: str
+    state: str
+
+
+class MetricRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    name: str
+    value: float | None = None
+    source: str = ""
+    note: str = ""
+
+
+class DebugRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    seq: int
+    text: str
+    fields: dict = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class SeriesRow(SQLModel, table=True):
+    """One point of a per-interval time series read from the server log (e.g. a decode line)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    kind: str
+    seq: int
+    time: str | None = None
+    values: dict = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class EventRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    at: str = Field(default_factory=now)
+    kind: str
+    message: str
+
+
+class LogRow(SQLModel, table=True):
+    """The server log as fetched at the end of the run, zlib-compressed."""
+
+    run_id: int = Field(primary_key=True, foreign_key="run.id")
+    size: int
+    data: bytes = Field(sa_column=Column(LargeBinary))
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = url
+        try:
+            self.engine = create_engine(url)
+        except Exception as exc:  # bad URL forms raise several SQLAlchemy types
+            raise StoreError(f"cannot open database {url!r}: {exc}; set --db or ORCH_DB to a valid URL") from None
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        try:
+            SQLModel.metadata.create_all(self.engine)
+        except OperationalError as exc:
+            raise StoreError(f"cannot open database {url!r}: {exc.orig}; check the path and its folder") from None
+
+    def session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def add(self, *rows: SQLModel) -> None:
+        with self.session() as s:
+            for row in rows:
+                s.add(row)
+            s.commit()
+            for row in rows:
+                s.refresh(row)
+
+    def update_run(self, run: Run, **changes: Any) -> Run:
+        with self.session() as s:
+            row = s.get(Run, run.id)
+            assert row is not None
+            for key, value in changes.items():
+                setattr(row, key, value)
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    def event(self, run: Run, kind: str, message: str) -> None:
+        self.add(EventRow(run_id=run.id, kind=kind, message=message))
+
+    def save_log(self, run: Run, data: bytes) -> None:
+        with self.session() as s:
+            existing = s.get(LogRow, run.id)
+            if existing:
+                s.delete(existing)
+                s.flush()
+            s.add(LogRow(run_id=run.id, size=len(data), data=zlib.compress(data, 6)))
+            s.commit()
+
+    def set_patch_states(self, run: Run, states: dict[int, str]) -> None:
+        with self.session() as s:
+            for row in s.exec(select(PatchRow).where(PatchRow.run_id == run.id)):
+                if row.seq in states:
+                    row.state = states[row.seq]
+                    s.add(row)
+            s.commit()
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def runs(self, experiment: str | None = None, status: str | None = None, limit: int | None = None) -> list[Run]:
+        with self.session() as s:
+            query = select(Run).order_by(Run.id.desc())  # type: ignore[union-attr]
+            if experiment:
+                query = query.where(Run.experiment == experiment)
+            if status:
+                query = query.where(Run.status == status)
+            if limit:
+                query = query.limit(limit)
+            return list(reversed(s.exec(query).all()))
+
+    def get(self, ref: str) -> Run:
+        """A run by id (`12`), uid or unique uid prefix, `last`, or `last~N` (N runs before it)."""
+        with self.session() as s:
+            match = re.fullmatch(r"last(?:~(\d+))?", ref)
+            if match:
+                back = int(match.group(1) or 0)
+                rows = s.exec(select(Run).order_by(Run.id.desc()).offset(back).limit(1)).all()  # type: ignore[union-attr]
+                if not rows:
+                    raise StoreError(f"no run {ref!r} in {self.url}: it holds fewer runs; see `orch ls`")
+                return rows[0]
+            if ref.isdigit():
+                row = s.get(Run, int(ref))
+                if row:
+                    return row
+            rows = s.exec(select(Run).where(Run.uid.startswith(ref))).all()  # type: ignore[attr-defined]
+            if len(rows) == 1:
+                return rows[0]
+            if len(rows) > 1:
+                raise StoreError(f"run {ref!r} is ambiguous ({len(rows)} runs match); give more of the id")
+            raise StoreError(f"no run {ref!r} in {self.url}; see `orch ls` for run ids")
+
+    def log(self, run: Run) -> bytes | None:
+        with self.session() as s:
+            row = s.get(LogRow, run.id)
+            return zlib.decompress(row.data) if row else None
+
+    def children(self, run: Run, table: type[SQLModel]) -> list[Any]:
+        with self.session() as s:
+            query = select(table).where(table.run_id == run.id).order_by(table.id)  # type: ignore[attr-defined]
+            return list(s.exec(query).all())
+
+    def record(self, run: Run) -> dict[str, Any]:
+        """The whole run as plain data: what `show --json` prints and `diff` compares."""
+        metrics: dict[str, Any] = {}
+        sources: dict[str, list[dict[str, Any]]] = {}
+        for m in self.children(run, MetricRow):
+            metrics.setdefault(m.name, m.value)
+            sources.setdefault(m.name, []).append({"value": m.value, "source": m.source, "note": m.note})
+        return {
+            "id": run.id,
+            "uid": run.uid,
+            "experiment": run.experiment,
+            "variant": run.variant,
+            "host": run.host,
+            "status": run.status,
+            "flags": list(run.flags or []),
+            "repeat": run.repeat,
+            "params": run.params,
+            "env": run.env,
+            "command": run.command,
+            "patches": [
+                {"name": p.name, "target": p.target, "file": p.file, "sha256_before": p.sha256_before,
+                 "sha256_after": p.sha256_after, "state": p.state}
+                for p in self.children(run, PatchRow)
+            ],
+            "metrics": metrics,
+            "metric_sources": sources,
+            "series": [
+                {"kind": r.kind, "time": r.time, **r.values} for r in self.children(run, SeriesRow)
+            ],
+            "debug_lines": [{"text": d.text, "fields": d.fields} for d in self.children(run, DebugRow)],
+            "events": [{"at": e.at, "kind": e.kind, "message": e.message} for e in self.children(run, EventRow)],
+            "error": run.error,
+            "diagnosis": run.diagnosis,
+            "spec_path": run.spec_path,
+            "started_at": run.started_at,
+            "ended_at": run.ended_at,
+        }
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, default=str)

@@ -1,0 +1,131 @@
+"""All printing: progress lines, tables, run details, diffs, errors."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .diff import Row
+from .store import Run
+
+console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
+STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def progress(label: str, message: str) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    first, *rest = message.splitlines() or [""]
+    console.print(f"[dim]{stamp}[/] [bold]{escape(label)}[/] {escape(first)}")
+    for line in rest:
+        console.print(f"         {escape(line)}", soft_wrap=True)
+
+
+def error(message: str, evidence: tuple[str, ...] = ()) -> None:
+    errors.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    for line in evidence:
+        errors.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+
+
+def summary(outcomes: list[Any]) -> None:
+    table = Table(title="runs", title_justify="left")
+    for column in ("run", "variant", "host", "status", "accept len", "tok/s", "flags / error"):
+        table.add_column(column)
+    for o in outcomes:
+        note = ", ".join(o.flags) if o.flags else ""
+        if o.error:
+            note = (note + "; " if note else "") + o.error
+        table.add_row(
+            fmt(o.run_id), o.variant, o.host, f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]",
+            fmt(o.metrics.get("accept_len")), fmt(o.metrics.get("output_tok_s")), escape(note),
+        )
+    console.print(table)
+
+
+def runs(rows: list[Run]) -> None:
+    table = Table()
+    for column in ("id", "experiment", "variant", "host", "status", "started", "flags"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(str(r.id), r.experiment, r.variant, r.host, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+                      r.started_at[:19].replace("T", " "), ", ".join(r.flags or []))
+    console.print(table)
+
+
+def show(record: dict[str, Any]) -> None:
+    c = console
+    c.print(f"[bold]run {record['id']}[/] {record['uid']}  {record['experiment']}/{record['variant']} on {record['host']}  "
+            f"[{STATUS_STYLE.get(record['status'], '')}]{record['status']}[/]")
+    c.print(f"started {record['started_at']}  ended {record['ended_at'] or '-'}")
+    if record["flags"]:
+        c.print(f"[yellow]flags:[/] {', '.join(record['flags'])}")
+    if record["error"]:
+        c.print(f"[red]error:[/] {escape(record['error'])}", soft_wrap=True)
+    if record.get("diagnosis"):
+        c.print(f"[red]diagnosis:[/] {escape(record['diagnosis']['summary'])}", soft_wrap=True)
+        for line in record["diagnosis"]["evidence"]:
+            c.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+    _pairs("params", record["params"])
+    _pairs("env", record["env"])
+    table = Table(title="metrics", title_justify="left")
+    for column in ("metric", "value", "source", "note"):
+        table.add_column(column)
+    for name, sources in record["metric_sources"].items():
+        for s in sources:
+            table.add_row(name, fmt(s["value"]), s["source"], escape(s["note"]))
+    c.print(table)
+    if record["patches"]:
+        table = Table(title="patches", title_justify="left")
+        for column in ("name", "file", "sha256 before", "sha256 after", "state"):
+            table.add_column(column)
+        for p in record["patches"]:
+            table.add_row(p["name"], p["file"], p["sha256_before"][:12], p["sha256_after"][:12], p["state"])
+        c.print(table)
+    if record["debug_lines"]:
+        c.print(f"[bold]debug lines[/] ({len(record['debug_lines'])}):")
+        for d in record["debug_lines"][:10]:
+            c.print(f"  {escape(d['text'])}", soft_wrap=True)
+        if len(record["debug_lines"]) > 10:
+            c.print(f"  ... {len(record['debug_lines']) - 10} more (`orch logs {record['id']} --debug`)")
+
+
+def _pairs(title: str, values: dict[str, Any]) -> None:
+    if values:
+        console.print(f"[bold]{title}:[/] " + "  ".join(f"{k}={escape(fmt(v))}" for k, v in values.items()), soft_wrap=True)
+
+
+def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[str]) -> None:
+    console.print(f"[bold]a[/] = run {a['id']} {a['experiment']}/{a['variant']} on {a['host']} ({a['status']})")
+    console.print(f"[bold]b[/] = run {b['id']} {b['experiment']}/{b['variant']} on {b['host']} ({b['status']})")
+    table = Table()
+    for column in ("section", "key", "a", "b", "delta"):
+        table.add_column(column)
+    last = None
+    for r in rows:
+        table.add_row(r.section if r.section != last else "", escape(r.key), escape(fmt(r.a)), escape(fmt(r.b)),
+                      "" if r.delta is None else f"{r.delta:+.3f}" if isinstance(r.delta, float) else f"{r.delta:+d}")
+        last = r.section
+    console.print(table)
+    if command:
+        console.print("[bold]launch script[/]:")
+        for line in command:
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+            console.print(f"  [{style}]{escape(line)}[/]", soft_wrap=True)
+
+
+def raw(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
