@@ -1,0 +1,1 @@
+"""What orch knows about serving engines; one subpackage per engine."""

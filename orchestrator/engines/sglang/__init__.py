@@ -1,0 +1,1 @@
+"""SGLang: its log lines (`logs`, `diagnosis`), its flags (`flags`) and EAGLE-3 draft checks (`preflight`)."""
