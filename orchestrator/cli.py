@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -109,6 +110,8 @@ def render(
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     for plan in plans:
         host = chosen[0]
+        if host.transport == "local":  # a remote home is only known once connected
+            host = dataclasses.replace(host, workdir=execute.absolute(host.workdir, str(Path.home())))
         context = execute._context(spec, plan, host, "<run>")
         from . import render as renderer
         from .secrets import redact
@@ -273,10 +276,35 @@ def hosts_list(ctx: typer.Context) -> None:
                          + (f", tags {', '.join(h.tags)}" if h.tags else ""))
 
 
+@hosts_app.command("check")
+def hosts_check(
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: all)."),
+    port: int = typer.Option(30000, "--port", help="Report whether this port is already listening on each host."),
+    timeout: float = typer.Option(10.0, "--timeout", help="Seconds to wait for each host's SSH handshake."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Reachability, round-trip time, OS, Python, SGLang, GPUs, free disk and port per host (one round trip each)."""
+    from . import hostfacts
+
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(hosts) or list(inv.hosts))
+    facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout))
+    if as_json:
+        ui.raw(json.dumps([f.as_json() for f in facts], indent=2) + "\n")
+    else:
+        ui.host_facts(facts)
+    unreachable = [f.host for f in facts if not f.reachable]
+    if unreachable:  # after the report: stdout stays whole, the summary line goes to stderr with exit 3
+        from .errors import HostError
+
+        raise HostError(f"{len(unreachable)} of {len(facts)} hosts unreachable: {', '.join(unreachable)}; "
+                        f"the report above says why for each")
+
+
 def main() -> None:
     """Entry point: one-line errors with the right exit code."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns the code of a typer.Exit instead of raising it
     except OrchError as exc:
         ui.error(str(exc), exc.evidence)
         sys.exit(exc.exit_code)
@@ -294,6 +322,7 @@ def main() -> None:
         if isinstance(exc, click.exceptions.Abort):
             sys.exit(EXIT_INTERRUPTED)
         raise
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 if __name__ == "__main__":

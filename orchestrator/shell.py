@@ -44,11 +44,13 @@ def launch(run_dir: str, script: str = "launch.sh", log: str = "server.log") -> 
     """Start `script` detached in its own session; it outlives our connection.
 
     The wrapper writes its own pid (which is also the process-group id, since setsid made it the
-    session leader) and, when the server ends, its exit code.
+    session leader) and, when the server ends, its exit code. Only the setsid command is put in
+    the background: a backgrounded `a && b &` list would keep our output pipe open until the
+    server exits.
     """
     wrapper = f"echo $$ > pid; bash {quote(script)}; echo $? > exit_code"
     return (
-        f"cd {path(run_dir)} && rm -f pid exit_code && "
+        f"cd {path(run_dir)} || exit 1; rm -f pid exit_code; "
         f"setsid nohup bash -c {quote(wrapper)} > {quote(log)} 2>&1 < /dev/null & "
         f"for _ in $(seq 50); do [ -s {path(run_dir)}/pid ] && break; sleep 0.1; done; "
         f"cat {path(run_dir)}/pid"
@@ -123,3 +125,73 @@ def remove_files(*paths: str) -> str:
 
 def remove_empty_dir(p: str) -> str:
     return f"rmdir -- {path(p)} 2>/dev/null; true"
+
+
+def in_bash(command: str) -> str:
+    """Run `command` under bash whatever the login shell is, so SSH hosts behave like the local one.
+
+    The login shell has already read the user's rc files; SHLVL=2 stops this inner bash from
+    reading ~/.bashrc a second time (bash does so under sshd only at shell level 1), which on hosts
+    with conda or pyenv init costs 100 ms or more per command.
+    """
+    return f"SHLVL=2 exec bash -c {quote(command)}"
+
+
+def move(source: str, target: str) -> str:
+    """Rename over `target` (atomic within one filesystem)."""
+    return f"mv -f -- {path(source)} {path(target)}"
+
+
+FACTS_MARKER = "__ORCH_FACT__"
+
+_FACTS_PYTHON = """\
+import importlib.util, os, platform, re, sys
+print("%(m)s python=" + platform.python_version())
+print("%(m)s python_path=" + sys.executable)
+spec = importlib.util.find_spec("sglang")
+if spec and spec.submodule_search_locations:
+    folder = list(spec.submodule_search_locations)[0]
+    version = ""
+    try:
+        text = open(os.path.join(folder, "version.py")).read()
+        found = re.search(r"__version__\\s*=\\s*[\\"']([^\\"']+)", text)
+        version = found.group(1) if found else ""
+    except OSError:
+        pass
+    if not version:
+        try:
+            import importlib.metadata
+            version = importlib.metadata.version("sglang")
+        except Exception:
+            pass
+    print("%(m)s sglang_dir=" + folder)
+    print("%(m)s sglang_version=" + version)
+""" % {"m": FACTS_MARKER}
+
+
+def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = None) -> str:
+    """One script, one round trip: OS, Python, SGLang (found without importing it), GPUs, free disk in
+    the workdir (or its nearest existing parent) and whether `port` is listening.
+
+    Output: lines `__ORCH_FACT__ key=value`; GPU and GPU-process lines are nvidia-smi's CSV rows.
+    """
+    m = FACTS_MARKER
+    prefix = f"PYTHONPATH={path(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} " if pythonpath else ""
+    port_hex = f"{int(port):04X}"
+    return "\n".join([
+        f'echo "{m} hostname=$(hostname 2>/dev/null || uname -n)"',
+        f'echo "{m} os=$( (. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") || uname -sr)"',
+        f'echo "{m} kernel=$(uname -r)"',
+        f"{prefix}{path(python)} -c {quote(_FACTS_PYTHON)} 2>/dev/null || echo \"{m} python_error=$?\"",
+        "if command -v nvidia-smi >/dev/null 2>&1; then",
+        f"  nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null"
+        f" | sed 's/^/{m} gpu=/'",
+        f"  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits 2>/dev/null"
+        f" | sed 's/^/{m} gpu_process=/'",
+        "fi",
+        f"d={path(workdir)}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done",
+        f"echo \"{m} disk_free_kib=$(df -Pk \"$d\" | awk 'NR==2 {{print $4}}')\"",
+        # /proc/net/tcp{,6} state 0A is LISTEN; needs no ss/netstat on the host
+        f"if cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == \"0A\" {{print $2}}' | grep -qi ':{port_hex}$';"
+        f" then echo \"{m} port_listening=1\"; else echo \"{m} port_listening=0\"; fi",
+    ])

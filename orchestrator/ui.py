@@ -13,8 +13,10 @@ from rich.table import Table
 from .diff import Row
 from .store import Run
 
-console = Console(highlight=False)
-errors = Console(stderr=True, highlight=False)
+# Tables keep their shape when output goes to a file or a pipe (rich assumes 80 columns there).
+_WIDTH = None if sys.stdout.isatty() else 160
+console = Console(highlight=False, width=_WIDTH)
+errors = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
 
 
@@ -22,6 +24,8 @@ def fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 1:
+            return str(int(value))
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
     return str(value)
 
@@ -129,3 +133,26 @@ def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[st
 def raw(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def host_facts(facts: list[Any]) -> None:
+    """`orch hosts check`: one row per host; unreachable hosts show why."""
+    table = Table()
+    for column in ("host", "rtt ms", "os", "python", "sglang", "gpus", "disk free", "port"):
+        table.add_column(column)
+    for f in facts:
+        if not f.reachable:
+            table.add_row(f.host, "[red]unreachable[/]", "", "", "", "", "", "")
+            continue
+        sglang = f"{f.sglang_version or '?'} {f.sglang_dir}" if f.sglang_dir else "-"
+        gpus = f"{len(f.gpus)}x {f.gpus[0].name}" if f.gpus else "-"
+        if f.gpu_processes:
+            gpus += f" ({len(f.gpu_processes)} procs)"
+        disk = "-" if f.disk_free_bytes is None else f"{f.disk_free_bytes / 2**30:.1f} GiB"
+        port = f"{f.port} [red]in use[/]" if f.port_listening else f"{f.port} free"
+        python = escape(f.python or f"[red]{f.python_error}[/]")
+        table.add_row(f.host, fmt(f.rtt_ms), escape(f.os or "-"), python, escape(sglang), escape(gpus), disk, port)
+    console.print(table)
+    for f in facts:
+        if not f.reachable:  # below the table: the reasons are long and name what to do
+            console.print(f"[red]unreachable:[/] {escape(f.error or f.host)}", soft_wrap=True)

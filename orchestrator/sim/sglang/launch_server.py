@@ -1,0 +1,15 @@
+"""Launch the server: python -m sglang.launch_server --model-path ... [flags]."""
+
+import sys
+import warnings
+
+from sglang.srt.entrypoints.http_server import launch_server
+from sglang.srt.server_args import prepare_server_args
+
+if __name__ == "__main__":
+    warnings.warn(
+        "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.",
+        UserWarning,
+    )
+    server_args = prepare_server_args(sys.argv[1:])
+    launch_server(server_args)

@@ -1,0 +1,43 @@
+"""Start the scheduler ranks and the tokenizer manager, as SGLang's Engine does.
+
+SGLang runs each rank as a child process that signals its parent with SIGQUIT when it fails;
+the rehearsal runs them in-process and keeps the same signal, log lines and exit behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sglang.srt.managers.scheduler import run_scheduler_process
+from sglang.srt.managers.tokenizer_manager import TokenizerManager, install_launch_phase_sigquit_handler
+from sglang.srt.utils import load_seconds, simulated_failure
+
+logger = logging.getLogger(__name__)
+
+
+def _launch_subprocesses(server_args):
+    """Returns (tokenizer_manager, scheduler_info)."""
+    logger.info(f"server_args={server_args!r}")
+    install_launch_phase_sigquit_handler()
+    if simulated_failure() == "scheduler-died":
+        time.sleep(load_seconds())
+        logger.error(
+            "Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a common "
+            "cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."
+        )
+        raise RuntimeError("Initialization failed. Please see the error messages above.")
+    world_size = server_args.tp_size * server_args.pp_size * server_args.dp_size
+    dp_rank = 0 if server_args.dp_size > 1 else None
+    # the other ranks first: a rank that cannot start fails at once, before rank 0 finishes loading
+    for tp_rank in range(1, world_size):
+        run_scheduler_process(server_args, tp_rank, dp_rank)
+    scheduler = run_scheduler_process(server_args, 0, dp_rank)
+    tokenizer_manager = TokenizerManager(server_args, scheduler)
+    scheduler.start()
+    scheduler_info = {
+        "status": "ready",
+        "max_total_num_tokens": scheduler.max_total_num_tokens,
+        "max_req_input_len": scheduler.max_req_input_len,
+    }
+    return tokenizer_manager, scheduler_info

@@ -1,0 +1,144 @@
+"""End to end: the real `orch` command, the rehearsal SGLang as a real process, a real SQLite file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, free_port
+
+ORCH = [sys.executable, "-m", "orchestrator.cli"]
+
+
+def orch(project: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
+           "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    return subprocess.run([*ORCH, *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (bytecode caches aside) with its hash."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.fixture
+def demo(project: Path) -> Path:
+    shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", project / "experiments" / "eagle_debug.yaml")
+    return project / "experiments" / "eagle_debug.yaml"
+
+
+def sglang_tree(project: Path) -> Path:
+    return project / "host" / "rehearsal" / "sglang"
+
+
+def test_demo_experiment_reproduces_the_story(project, demo):
+    done = orch(project, "run", str(demo), "--set", f"port={free_port()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    listing = json.loads(orch(project, "ls", "--json").stdout)
+    assert [(r["variant"], r["status"]) for r in listing] == [("baseline", "succeeded"), ("aux-fix", "succeeded")]
+    baseline = json.loads(orch(project, "show", str(listing[0]["id"]), "--json").stdout)
+    fixed = json.loads(orch(project, "show", str(listing[1]["id"]), "--json").stdout)
+    assert baseline["metrics"]["accept_len"] < 1.2 and "draft-rejected" in baseline["flags"]
+    assert fixed["metrics"]["accept_len"] > 2.0 and fixed["flags"] == []
+    width = lambda rec: {d["fields"]["shape"] for d in rec["debug_lines"]}
+    hidden = baseline["params"]  # the shape strings carry the width: 1x in baseline, 3x after the fix
+    (b_shape,), (f_shape,) = width(baseline), width(fixed)
+    b_width = int(b_shape.rstrip("])").split(",")[-1])
+    f_width = int(f_shape.rstrip("])").split(",")[-1])
+    assert f_width == 3 * b_width, (b_shape, f_shape, hidden)
+    assert all(p["state"] == "reverted" for p in baseline["patches"] + fixed["patches"])
+    # The installed rehearsal SGLang is byte-identical to the shipped one after both runs.
+    shipped = snapshot(ROOT / "orchestrator" / "sim" / "sglang")
+    assert snapshot(sglang_tree(project)) == shipped
+    diff = json.loads(orch(project, "diff", "--json").stdout)
+    assert diff["metrics"]["accept_len"]["delta"] > 0.9
+    shape_rows = [k for k in diff["debug_lines"] if k.endswith("shape")]
+    assert shape_rows, diff["debug_lines"]
+    text = orch(project, "diff").stdout
+    assert "accept_len" in text and b_shape in text and f_shape in text
+
+
+def test_bad_anchor_exits_2_and_changes_nothing_on_the_host(project, demo):
+    text = demo.read_text().replace(
+        'find: "hidden_states = forward_batch.spec_info.hidden_states"', 'find: "no such anchor line"', 1
+    )
+    assert "no such anchor line" in text
+    demo.write_text(text)
+    port = free_port()
+    orch(project, "run", str(demo), "--variant", "baseline", "--dry-run", "--set", "port=1")  # installs rehearsal
+    before = snapshot(project / "host")
+    done = orch(project, "run", str(demo), "--set", f"port={port}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "occurs 0 times" in done.stdout + done.stderr and "Nothing was changed" in done.stdout + done.stderr
+    assert snapshot(project / "host") == before
+
+
+def test_spec_error_exits_2_before_touching_any_host(project, demo):
+    demo.write_text(demo.read_text() + "\nbogus_key: 1\n")
+    done = orch(project, "run", str(demo))
+    assert done.returncode == 2
+    assert "eagle_debug.yaml:" in done.stderr and "unknown key 'bogus_key'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (project / "host").exists()
+
+
+def test_server_crash_is_diagnosed_and_patches_reverted(project, demo):
+    done = orch(project, "run", str(demo), "--variant", "baseline", "--set", f"port={free_port()}",
+                "--set", "env.ORCH_REHEARSAL_FAIL=oom", "--set", "disable_cuda_graph=false")  # OOM in graph capture
+    assert done.returncode == 1, done.stdout + done.stderr
+    [run] = json.loads(orch(project, "ls", "--json").stdout)
+    record = json.loads(orch(project, "show", str(run["id"]), "--json").stdout)
+    assert record["status"] == "failed"
+    assert "exited before it was ready" in record["error"]
+    assert record["diagnosis"]["kind"] == "cuda-oom"
+    assert all(p["state"] == "reverted" for p in record["patches"])
+    assert snapshot(sglang_tree(project)) == snapshot(ROOT / "orchestrator" / "sim" / "sglang")
+    assert "Scheduler hit an exception" in orch(project, "logs", str(run["id"])).stdout
+
+
+def test_secrets_never_reach_the_database(project, demo):
+    secret = "hf_s3cr3t_value_123"
+    done = orch(project, "run", str(demo), "--variant", "baseline", "--set", f"port={free_port()}",
+                "--set", f"env.HF_TOKEN={secret}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert secret.encode() not in (project / "orch.db").read_bytes()
+    for extra in ("orch.db-wal",):
+        if (project / extra).exists():
+            assert secret.encode() not in (project / extra).read_bytes()
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert record["env"]["HF_TOKEN"] == "<secret:HF_TOKEN>" and secret not in record["command"]
+
+
+def test_interrupt_reverts_patches_and_marks_the_run(project, demo):
+    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
+           "PYTHONPATH": str(ROOT)}
+    demo.write_text(demo.read_text().replace("requests: 16", "requests: 400"))
+    proc = subprocess.Popen([*ORCH, "run", str(demo), "--variant", "baseline", "--set", f"port={free_port()}"],
+                            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    output = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        output += line
+        if "sending" in line:
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output + rest
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert record["status"] == "interrupted"
+    assert all(p["state"] == "reverted" for p in record["patches"])
+    assert snapshot(sglang_tree(project)) == snapshot(ROOT / "orchestrator" / "sim" / "sglang")
