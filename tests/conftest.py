@@ -41,3 +41,6 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("ORCH_DB", "ORCH_INVENTORY"):
         monkeypatch.delenv(name, raising=False)
     os.environ.setdefault("COLUMNS", "200")
+
+
+from wheels import sglang_python  # noqa: E402,F401  (fixture: real SGLang wheels in throw-away venvs)
