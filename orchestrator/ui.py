@@ -120,7 +120,7 @@ def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[st
     last = None
     for r in rows:
         table.add_row(r.section if r.section != last else "", escape(r.key), escape(fmt(r.a)), escape(fmt(r.b)),
-                      "" if r.delta is None else f"{r.delta:+.3f}" if isinstance(r.delta, float) else f"{r.delta:+d}")
+                      _delta(r))
         last = r.section
     console.print(table)
     if command:
@@ -128,6 +128,13 @@ def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[st
         for line in command:
             style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
             console.print(f"  [{style}]{escape(line)}[/]", soft_wrap=True)
+
+
+def _delta(row: Row) -> str:
+    if row.delta is None:
+        return ""
+    whole = all(isinstance(v, (int, float)) and float(v).is_integer() for v in (row.a, row.b))
+    return f"{row.delta:+.0f}" if whole else f"{row.delta:+.3f}"
 
 
 def raw(text: str) -> None:
