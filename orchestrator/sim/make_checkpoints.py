@@ -7,8 +7,9 @@ stamp is left alone; every file is written to a temporary name and renamed into 
 
 The targets carry no weights: the rehearsal SGLang builds them from the `seed` in config.json.
 The drafts hold the "teacher" draft weights derived from that same seed plus a little noise, so
-a healthy draft predicts the target's next tokens well but not perfectly. `build_teacher` must
-stay identical to the copy in `sglang/srt/models/rehearsal_target.py` (a test compares them).
+a healthy draft predicts the target's next tokens well but not perfectly. The teacher comes from
+`sglang/srt/models/rehearsal_target.py` of the rehearsal tree that sits beside this file, so the
+server and the checkpoints can never disagree about it.
 
 Layout written:
     kimi-k25-target/config.json          KimiK25ForConditionalGeneration (no aux capture)
@@ -28,6 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+# The rehearsal's own sglang tree sits beside this file (in the repo and on every host).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sglang.srt.models.rehearsal_target import build_teacher  # noqa: E402
+
 FORMAT = 1
 SEED = 20251030
 HIDDEN = 64
@@ -36,75 +41,10 @@ HEADS = 4
 TARGET_LAYERS = 12
 VOCAB = 1024
 DRAFT_VOCAB = 256
-FIRST_WORD_ID = 3  # 0 <unk>, 1 <s>, 2 </s>
 EPS = 1e-5
 NOISE = 0.06  # relative noise on the learned draft blocks
 STAMP = ".rehearsal-checkpoints.json"
 DTYPES = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.bool_): "BOOL"}
-
-
-def build_teacher(hidden, intermediate, target_layers, vocab, draft_vocab, capture, seed):
-    """The exact draft the target's next-token function is built from (float64, checkpoint names).
-
-    Returns (embed [vocab, hidden], rotations [layers x (hidden, hidden)], tensors by checkpoint key).
-    """
-    rng = np.random.default_rng(seed)
-    half = hidden // 2
-    scale = 0.02  # how small the "logit" half of a hidden state is next to the token half
-    words = rng.standard_normal((vocab, half))
-    words /= np.sqrt((words**2).mean(axis=1, keepdims=True))
-    embed = np.zeros((vocab, hidden))
-    embed[:, :half] = words
-    rotations = [np.linalg.qr(rng.standard_normal((hidden, hidden)))[0] for _ in range(target_layers)]
-    # the draft vocabulary sits low in the vocabulary, like the frequent tokens SpecForge keeps
-    hot = np.sort(rng.choice(np.arange(FIRST_WORD_ID, vocab - draft_vocab), size=draft_vocab, replace=False))
-    mix_cur = rng.standard_normal((half, half)) / np.sqrt(half) * 0.6
-    mix_prev = rng.standard_normal((half, half)) / np.sqrt(half) * 1.4
-    gate = rng.standard_normal((intermediate, hidden)) / np.sqrt(hidden)
-    up = rng.standard_normal((intermediate, hidden)) / np.sqrt(hidden)
-    down = rng.standard_normal((half, intermediate)) / np.sqrt(intermediate)
-    head = rng.standard_normal((draft_vocab, half))
-    head /= np.linalg.norm(head, axis=1, keepdims=True)
-    q_proj = rng.standard_normal((hidden, 2 * hidden)) * 0.02
-    k_proj = rng.standard_normal((hidden, 2 * hidden)) * 0.02
-
-    eye = np.eye(half)
-    v_proj = np.zeros((hidden, 2 * hidden))
-    v_proj[:half, :half] = eye  # token half: current token ...
-    v_proj[:half, hidden : hidden + half] = -eye  # ... replaces the previous one carried in
-    v_proj[half:, :half] = scale * mix_cur
-    v_proj[half:, hidden : hidden + half] = scale * mix_prev
-    v_proj[half:, hidden + half :] = -np.eye(hidden - half)  # drop the previous step's logit half
-    down_proj = np.zeros((hidden, intermediate))
-    down_proj[half:] = scale * down
-    lm_head = np.zeros((draft_vocab, hidden))
-    lm_head[:, half:] = head
-    cumulative = [np.eye(hidden)]
-    for rotation in rotations:
-        cumulative.append(cumulative[-1] @ rotation)
-    fc = np.hstack([cumulative[i] for i in capture]) / len(capture)
-    post_norm = np.concatenate([np.full(half, 1 / np.sqrt(2)), np.full(hidden - half, 1 / (scale * np.sqrt(2)))])
-    d2t = hot - np.arange(draft_vocab)
-    t2d = np.zeros(vocab, dtype=bool)
-    t2d[hot] = True
-    tensors = {
-        "midlayer.input_layernorm.weight": np.full(hidden, 1 / np.sqrt(2)),
-        "midlayer.hidden_norm.weight": np.full(hidden, 1 / np.sqrt(2)),
-        "midlayer.self_attn.q_proj.weight": q_proj,
-        "midlayer.self_attn.k_proj.weight": k_proj,
-        "midlayer.self_attn.v_proj.weight": v_proj,
-        "midlayer.self_attn.o_proj.weight": np.eye(hidden),
-        "midlayer.post_attention_layernorm.weight": post_norm,
-        "midlayer.mlp.gate_proj.weight": gate,
-        "midlayer.mlp.up_proj.weight": up,
-        "midlayer.mlp.down_proj.weight": down_proj,
-        "fc.weight": fc,
-        "norm.weight": np.ones(hidden),
-        "lm_head.weight": lm_head,
-        "d2t": d2t.astype(np.int64),
-        "t2d": t2d,
-    }
-    return embed, rotations, tensors
 
 
 def noisy_draft(tensors: dict, seed: int) -> dict:

@@ -8,8 +8,8 @@ it only through a rotation the draft was never trained on. The true next token i
 exact "teacher" draft predicts from the previous and current tokens, overridden now and then
 (`rehearsal_surprise_per_mille`) by a context hash, so even a perfect draft is not always right.
 
-`build_teacher` is a verbatim copy of the one in make_checkpoints.py (a test keeps them equal):
-the drafts are the teacher plus noise, written from the same seed.
+`build_teacher` is also what make_checkpoints.py writes the drafts from (the teacher plus noise,
+from the same seed).
 """
 
 from __future__ import annotations
