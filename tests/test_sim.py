@@ -7,7 +7,6 @@ Each test copies `orchestrator/sim/sglang` and `make_checkpoints.py` into a temp
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -23,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 SIM = Path(__file__).resolve().parent.parent / "orchestrator" / "sim"
 SPEC_ARGS = [
