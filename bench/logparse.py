@@ -71,7 +71,9 @@ def write_log(path: Path, size_mb: int, stats_lines: int) -> None:
     target = size_mb * 1024 * 1024
     with open(path, "wb") as f:
         written = 0
-        head = b"[2026-10-30 12:00:00] server_args=ServerArgs(model_path='m', tp_size=8)\n"
+        # a real log starts like this: the args, then (after loading and warm-up) the readiness line
+        head = (b"[2026-10-30 12:00:00] server_args=ServerArgs(model_path='m', tp_size=8)\n"
+                b"[2026-10-30 12:00:00] The server is fired up and ready to roll!\n")
         f.write(head)
         written += len(head)
         i = 0

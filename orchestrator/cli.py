@@ -15,6 +15,7 @@ import typer
 from . import diff as diffs, execute, inventory as inventories, spec as specs, ui
 from .errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, OrchError, SpecError
 from .store import RUNNING, SUCCEEDED, Store, dumps
+from .engines.sglang import logs as logs_
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM-serving experiments on GPU hosts and keep an exact record of every run.")
@@ -63,9 +64,12 @@ def run(
     variants: list[str] = typer.Option([], "--variant", help="Run only these variants (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and check everything; change nothing."),
     resume: bool = typer.Option(False, "--resume", help="Skip plans that already have a succeeded run."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the checkpoint checks (recorded with each run)."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    if no_preflight:
+        spec = dataclasses.replace(spec, preflight=False)
     store = _store()
     if resume:
         plans = _unfinished(store, plans)
@@ -217,11 +221,21 @@ def revert(
     store = _store()
 
     async def one(h: inventories.Host) -> list[Any]:
+        from .lock import HostLock
+
         session = await execute.HostSession.open(h)
         try:
-            if force:
-                await _show_drift(session)
-            return await execute.recover(session, store, ui.progress, force=force)
+            lock = HostLock(session.conn, session.host.workdir, "revert")  # never under a live run
+            broken = await lock.acquire()
+            try:
+                if force:
+                    await _show_drift(session)
+                recovery = await execute.recover(session, store, ui.progress, force=force, broken=broken)
+            finally:
+                await lock.release()
+            for uid in recovery.interrupted:
+                ui.progress(h.name, f"run {uid} marked interrupted: its controller died")
+            return list(recovery.reverted)
         finally:
             await session.conn.close()
 
@@ -262,6 +276,53 @@ async def _show_drift(session: execute.HostSession) -> None:
                     + patching.unified(original, current, record.file.lstrip("/")))
 
 
+@app.command()
+def patches(
+    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """What orch has applied (or left drifted) on each host's files, and by which run."""
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(host) or list(inv.hosts))
+    store = _store()
+
+    async def one(h: inventories.Host) -> list[Any]:
+        session = await execute.HostSession.open(h)
+        try:
+            return await session.journal.status()
+        finally:
+            await session.conn.close()
+
+    async def everyone() -> list[Any]:
+        return await asyncio.gather(*(one(h) for h in chosen), return_exceptions=True)
+
+    rows: list[dict[str, Any]] = []
+    code = EXIT_OK
+    for h, result in zip(chosen, asyncio.run(everyone())):
+        if isinstance(result, OrchError):
+            ui.error(str(result))
+            code = max(code, result.exit_code)
+            continue
+        if isinstance(result, BaseException):
+            raise result
+        for r in result:
+            rows.append({"host": h.name, "run": r.run, "run_id": _run_id(store, r.run), "seq": r.seq, "name": r.name,
+                         "target": r.target, "file": r.file, "state": r.state, "sha256_before": r.sha256_before,
+                         "sha256_after": r.sha256_after, "backup": r.backup})
+    if as_json:
+        ui.raw(dumps(rows) + "\n")
+    else:
+        ui.patches(rows)
+    raise typer.Exit(code)
+
+
+def _run_id(store: Store, uid: str) -> int | None:
+    try:
+        return store.get(uid).id
+    except OrchError:
+        return None  # a run recorded in another database
+
+
 @hosts_app.callback()
 def hosts_list(ctx: typer.Context) -> None:
     """List the inventory's hosts."""
@@ -298,6 +359,44 @@ def hosts_check(
 
         raise HostError(f"{len(unreachable)} of {len(facts)} hosts unreachable: {', '.join(unreachable)}; "
                         f"the report above says why for each")
+
+
+@app.command()
+def check(
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a param: key=value, or env.NAME=value."),
+    variants: list[str] = typer.Option([], "--variant", help="Check only these variants (repeatable)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """EAGLE-3 checkpoint checks for every run the experiment would make; exit 2 on any error."""
+    from . import hostflags, preflight_run
+
+    spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    groups = asyncio.run(preflight_run.check_plans(spec, plans, chosen, ui.progress))
+    hostflags.merge(groups, asyncio.run(hostflags.check_plans(spec, plans, chosen)))  # flags the host's SGLang rejects
+    if as_json:
+        ui.raw(dumps(groups) + "\n")
+    else:
+        ui.findings(groups)
+    bad = any(f["severity"] == "error" for g in groups for f in g["findings"])
+    raise typer.Exit(EXIT_BAD_INPUT if bad else EXIT_OK)
+
+
+@app.command("import")
+def import_log(
+    log_file: Path = typer.Argument(..., metavar="LOGFILE", help="Server log of a run made by hand."),
+    name: Optional[str] = typer.Option(None, "--name", help="Variant name (default: the file name)."),
+    params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
+    host: str = typer.Option("imported", "--host", help="The host the run was made on (recorded only)."),
+    debug_pattern: str = typer.Option(logs_.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
+) -> None:
+    """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
+    from . import logimport
+
+    done = logimport.record(_store(), log_file, name, logimport.parse_params(params), host, debug_pattern)
+    ui.imported(done)
+    raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
 
 
 def main() -> None:

@@ -20,10 +20,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import rehearsal, render, server, shell, spec as specs, workload
+from . import checkpoint, hostflags, preflight_run
 from .engines.sglang import logs
 from .errors import EXIT_INTERRUPTED, HostError, OrchError, PatchError, SpecError
 from .inventory import Host
+from . import store as store_queries
 from .journal import APPLIED, DRIFTED, Journal, PatchRecord
+from .lock import Holder, HostLock
 from .remote import Connection, connect
 from .secrets import mask_env, redact, redact_bytes
 from .spec import PatchDef, RunPlan, Spec
@@ -59,7 +62,7 @@ class HostSession:
 
     @classmethod
     async def open(cls, host: Host) -> "HostSession":
-        conn = await connect(host)
+        conn = await connect(host, reconnect=True)  # a run finishes what it started across a dropped link
         workdir = absolute(host.workdir, conn.home)
         host = dataclasses.replace(host, workdir=workdir)
         conn.host = host
@@ -71,16 +74,26 @@ class HostSession:
         package, sep, relative = patch.file.partition(":")
         if not sep or patch.file.startswith("/"):
             return patch.file
+        # `sglang.srt:models/x.py` is `sglang:srt/models/x.py`: looking up a dotted name would
+        # import its parent package, so only the top-level name is ever looked up.
+        package, *inner = package.split(".")
+        parts = [*inner, *relative.split("/")]
+        if not package or not relative or any(p in ("", ".", "..") for p in parts):
+            raise PatchError(f"{patch.where}: patch '{patch.name}': `file: {patch.file}` is not PACKAGE:relative/path "
+                             f"(no empty, '.' or '..' parts); e.g. sglang:srt/models/llama_eagle3.py")
         if package not in self.packages:
             done = await self.conn.run(shell.package_dir(self.host.python, package, self.host.rehearsal_dir))
             folder = done.out.strip()
+            if done.exit_status == 127:
+                raise PatchError(f"{patch.where}: patch '{patch.name}': python {self.host.python} not found on "
+                                 f"{self.host.name}; set the host's `python:` in the inventory")
             if not done.ok or not folder:
                 raise PatchError(
                     f"{patch.where}: patch '{patch.name}': package '{package}' is not installed for "
                     f"{self.host.python} on {self.host.name}; set the host's `python:` or use an absolute path"
                 )
             self.packages[package] = folder
-        return f"{self.packages[package]}/{relative}"
+        return "/".join([self.packages[package], *parts])
 
 
 def absolute(path: str, home: str) -> str:
@@ -140,9 +153,20 @@ async def _host_worker(
         session = await HostSession.open(host)
     except OSError as exc:
         raise HostError(f"{host.name}: cannot connect: {exc}") from None
+    lock: HostLock | None = None
     try:
-        if not dry_run:
-            await recover(session, store, report)
+        notes: list[str] = []
+        if not dry_run:  # a dry run changes nothing, so it needs no lock
+            taking = HostLock(session.conn, session.host.workdir, "run")
+            try:
+                broken = await taking.acquire()
+            except HostError as exc:
+                report(host.name, f"refused: {exc}")  # whole, before the summary table wraps it
+                raise
+            lock = taking
+            recovery = await recover(session, store, report, broken=broken)
+            lock.keep_alive(lambda: _current_run(store, host.name))
+            notes = recovery.notes()
         if host.rehearsal:
             report(host.name, "installing the rehearsal SGLang")
             await rehearsal.install(session.conn, session.host)
@@ -151,32 +175,114 @@ async def _host_worker(
             if dry_run:
                 outcomes.append(await dry_run_one(spec, plan, session, report))
             else:
-                outcomes.append(await run_one(spec, plan, session, store, report))
+                outcome = await run_one(spec, plan, session, store, report)
+                if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
+                    for note in notes:
+                        store.event(store.get(str(outcome.run_id)), "recovered", note)
+                    notes = []
+                if lock is not None and lock.lost:
+                    report(host.name, f"warning: {lock.path} was broken by another command during run {outcome.uid}")
+                outcomes.append(outcome)
         return outcomes
     finally:
+        if lock is not None:
+            await _release(lock, report)
         await session.conn.close()
 
 
-async def recover(session: HostSession, store: Store, report: Report, *, force: bool = False) -> list[PatchRecord]:
-    """Revert patches an earlier run left applied (a crashed or killed controller)."""
+async def _release(lock: HostLock, report: Report) -> None:
+    try:
+        await lock.release()
+    except (OrchError, OSError) as exc:  # the host went away: the lease runs out on its own
+        report(lock.conn.host.name, f"warning: could not remove {lock.path} ({exc}); it expires with its lease")
+
+
+def _controller() -> str:
+    """This process as runs record it (`Run.controller`)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _current_run(store: Store, host: str) -> str:
+    running = store_queries.running_runs(store, host, _controller())
+    return running[-1].uid if running else ""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What `recover` cleaned up on a host before this command's work."""
+
+    host: str
+    broken: tuple[Holder, ...] = ()
+    interrupted: tuple[str, ...] = ()  # uids of runs a dead controller left `running`
+    reverted: tuple[PatchRecord, ...] = ()
+
+    def notes(self) -> list[str]:
+        """One line per act, for the events of the next run on the host."""
+        lines = [f"broke a stale lock on {self.host} ({h.broken_because}): " + (h.owner.describe() if h.owner else h.content.strip())
+                 for h in self.broken]
+        if self.interrupted:
+            lines.append(f"marked run(s) {', '.join(self.interrupted)} interrupted: their controller died")
+        if self.reverted:
+            states = ", ".join(f"{r.run}#{r.seq} {r.file}: {r.state}" for r in self.reverted)
+            lines.append(f"reverted {len(self.reverted)} patch(es) left on {self.host}: {states}")
+        return lines
+
+
+async def recover(session: HostSession, store: Store, report: Report, *, force: bool = False,
+                  broken: list[Holder] | tuple[Holder, ...] = ()) -> Recovery:
+    """Clean up after commands that died on this host (call it holding the host lock): warn about
+    the stale locks broken, stop servers they left running, revert the patches they left applied
+    and mark their runs interrupted with the reason."""
+    name = session.host.name
+    dead: dict[str, str] = {}  # run uid -> why its controller is known to be dead
+    for holder in broken:
+        who = holder.owner.describe() if holder.owner else repr(holder.content.strip())
+        report(name, f"warning: broke a stale lock ({holder.broken_because}): {who}")
+        if holder.owner is not None:
+            owner = holder.owner
+            for run in store_queries.running_runs(store, name, f"{owner.controller}:{owner.pid}", owner.started_at):
+                dead[run.uid] = f"its lock on {name} was found stale ({holder.broken_because})"
+                store.event(run, "lock-broken", f"a later command broke its stale lock on {name}: {holder.broken_because}")
     leftovers = await session.journal.records()
-    if not leftovers:
-        return []
-    runs = sorted({r.run for r in leftovers})
-    report(session.host.name, f"reverting {len(leftovers)} patch(es) left applied by run(s) {', '.join(runs)}")
-    reverted = await session.journal.revert(force=force)
-    for uid in runs:
-        states = {r.seq: r.state for r in reverted if r.run == uid}
+    for record in leftovers:
+        dead.setdefault(record.run, f"it left patches applied on {name}")
+    if leftovers:
+        report(name, f"reverting {len(leftovers)} patch(es) left applied by run(s) {', '.join(sorted({r.run for r in leftovers}))}")
+    await _stop_leftover_servers(session, sorted(dead), report)
+    reverted = await session.journal.revert(force=force) if leftovers else []
+    await session.journal.sweep()
+    interrupted = []
+    for uid, why in sorted(dead.items()):
         try:
             old = store.get(uid)
         except OrchError:
-            continue
-        store.set_patch_states(old, states)
-        store.event(old, "recovered", f"patches reverted by a later command on {session.host.name}: {states}")
+            continue  # recorded in another database
+        states = {r.seq: r.state for r in reverted if r.run == uid}
+        if states:
+            store.set_patch_states(old, states)
+        store.event(old, "recovered", f"cleaned up by a later command on {name}; patch states: {states or 'none left'}")
         if old.status == RUNNING:
+            interrupted.append(uid)
+            left = "its patches were reverted by that command" if states else "it left no patches applied"
             store.update_run(old, status=INTERRUPTED, ended_at=now(),
-                             error="the controller stopped before the run ended; its patches were reverted later")
-    return reverted
+                             error=f"the controller {old.controller} died before the run ended: {why}; {left}")
+    return Recovery(name, tuple(broken), tuple(interrupted), tuple(reverted))
+
+
+async def _stop_leftover_servers(session: HostSession, uids: list[str], report: Report) -> None:
+    """A dead controller's server keeps its GPUs and port: stop each one that is still up."""
+    for uid in uids:
+        run_dir = f"{session.host.workdir}/runs/{uid}"
+        try:
+            pid = (await session.conn.read_file(f"{run_dir}/pid")).decode().strip()
+        except FileNotFoundError:
+            continue
+        ended = await session.conn.stat(f"{run_dir}/exit_code")
+        if not pid.isdigit() or ended is not None or not (await session.conn.run(shell.group_alive(int(pid)))).ok:
+            continue
+        gone = await server.stop(session.conn, server.Server(run_dir, int(pid), 0))
+        report(session.host.name, f"stopped the server run {uid} left running (pid {pid})" if gone
+               else f"warning: the server run {uid} left running (pid {pid}) survived SIGKILL")
 
 
 def _context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, Any]:
@@ -187,6 +293,7 @@ def _context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, Any]:
         "experiment": spec.name,
         "variant": plan.variant,
     }
+    base["checkpoints"] = {c.name: render.render_value(c.dest, base, f"{c.where}: checkpoint dest") for c in spec.checkpoints}
     params = {k: render.render_value(v, {**base, "params": plan.params}, f"{spec.path}: param {k}") for k, v in plan.params.items()}
     env = {**host.env, **{k: specs.resolve_controller_vars(v, f"{spec.path}: env {k}") for k, v in plan.env.items()}}
     return {**params, **base, "params": params, "env": env}
@@ -250,6 +357,9 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     metrics: dict[str, Any] = {}
     flags: list[str] = []
     try:
+        await hostflags.check_launch(session.conn, host, session.packages, script, spec.template, report, label)
+        await checkpoint.push_stage(spec, plan, session, store, run, report, context)
+        await preflight_run.gate(spec, plan, session, store, run, report, context)
         prepared = await _prepare_patches(session, plan)
         for seq, (patch, file, before, after) in enumerate(prepared, 1):
             record = await session.journal.apply(uid, seq, patch, file, before, after)
@@ -270,7 +380,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         result = await workload.run(base_url, spec.workload)
         info, endpoint = await workload.server_info(base_url)
         metrics.update(_workload_metrics(result))
-        log = await server.read_log(session.conn, srv)
+        log = await server.read_log(session.conn, srv, spec.debug_pattern)
         flags, notes = _record_metrics(store, run, metrics, result, info, endpoint, log, spec, plan, context)
         for note in notes:
             report(label, note)
@@ -295,6 +405,8 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             error = (f"{error}; " if error else "") + f"cleanup failed: {exc}"
             status = FAILED if status == SUCCEEDED else status
             store.event(run, "cleanup-failed", str(exc))
+        if status == FAILED:
+            _diagnose_stored_log(store, run, spec.debug_pattern)
         run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
         report(label, f"run {run.id} {status}" + (f": {error}" if error else ""))
     return Outcome(run.id, uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
@@ -307,7 +419,7 @@ async def _cleanup(session: HostSession, store: Store, run: Run, srv: server.Ser
     if srv is not None:
         gone = await server.stop(session.conn, srv)
         store.event(run, "stopped", "process group gone" if gone else f"process group {srv.pgid} still alive after SIGKILL")
-        final = await server.read_log(session.conn, srv)
+        final = await server.read_log(session.conn, srv, spec.debug_pattern)
         log = final or log
         store.save_log(run, redact_bytes(log, env))
         if not store.children(run, DebugRow):
@@ -379,6 +491,15 @@ def _record_metrics(store: Store, run: Run, metrics: dict[str, Any], result: wor
             notes.append(f"warning: accept length sources disagree ({headline:.2f} vs {other:.2f})")
             break
     return flags, notes
+
+
+def _diagnose_stored_log(store: Store, run: Run, pattern: str) -> None:
+    """A server that died after it was ready (mid-workload): the diagnosis from its stored log."""
+    log = store.log(run)
+    if store.get(run.uid).diagnosis is None and log:
+        found = logs.parse_log_bytes(log, pattern).diagnosis
+        if found is not None:
+            store.update_run(run, diagnosis={"kind": found.kind, "summary": found.summary, "evidence": list(found.evidence)})
 
 
 def _store_debug_lines(store: Store, run: Run, log: bytes, pattern: str, lines: Any = None) -> None:

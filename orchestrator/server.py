@@ -13,7 +13,8 @@ from .errors import ServerError
 from .remote import Connection
 
 LOG_NAME = "server.log"
-POLL_SECONDS = 0.3
+POLL_SECONDS = 0.3  # while the log grows; a quiet log is polled less and less often, up to
+POLL_MAX_SECONDS = 2.0  # this: each poll is a command on the host (a process, over SSH a channel)
 HEALTH_EVERY_SECONDS = 3.0
 
 
@@ -38,8 +39,9 @@ class Status:
 
 async def launch(conn: Connection, run_dir: str, script: str, port: int) -> Server:
     """Write the launch script into the run folder and start it detached (setsid + nohup)."""
-    await conn.run(shell.mkdir(run_dir))
+    await conn.run(shell.mkdir(run_dir), idempotent=True)
     await conn.write_file(f"{run_dir}/launch.sh", script.encode(), mode=0o755)
+    # not idempotent: after a dropped link it is not resent (a second server would start)
     done = await conn.run(shell.launch(run_dir, "launch.sh", LOG_NAME), timeout=30)
     pid = done.out.strip().splitlines()[-1] if done.out.strip() else ""
     if not done.ok or not pid.isdigit():
@@ -49,7 +51,7 @@ async def launch(conn: Connection, run_dir: str, script: str, port: int) -> Serv
 
 async def poll(conn: Connection, server: Server, offset: int) -> Status:
     """One round trip: alive?, exit code, and the log bytes written since `offset`."""
-    done = await conn.run(shell.server_status(server.run_dir, LOG_NAME, offset), timeout=60)
+    done = await conn.run(shell.server_status(server.run_dir, LOG_NAME, offset), timeout=60, idempotent=True)
     head, _, rest = done.stdout.partition(b"\n")
     parts = head.decode(errors="replace").split()
     if len(parts) != 4 or parts[0] != shell.READY_MARKER:
@@ -73,9 +75,11 @@ async def wait_ready(
     deadline = time.monotonic() + timeout
     next_health = time.monotonic() + HEALTH_EVERY_SECONDS
     address = await conn.forward(server.port)
+    pause = POLL_SECONDS
     while True:
         status = await poll(conn, server, len(log))
         log += status.new_bytes
+        pause = POLL_SECONDS if status.new_bytes else min(pause * 1.5, POLL_MAX_SECONDS)
         if status.new_bytes:
             on_output(status.new_bytes)
         if logs.READY_LINE.encode() in log:
@@ -93,7 +97,7 @@ async def wait_ready(
                 f"not 200); raise `ready_timeout:` or see `orch logs` for where it stalled",
                 evidence=tuple(tail(bytes(log))),
             )
-        await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(min(pause, max(0.0, next_health - time.monotonic()) + 0.05))
 
 
 def early_exit(host: str, server: Server, log: bytes, exit_code: int | None) -> ServerError:
@@ -115,21 +119,31 @@ def tail(log: bytes, lines: int = 20) -> list[str]:
 
 async def stop(conn: Connection, server: Server, grace: float = 15.0) -> bool:
     """SIGTERM the process group, wait up to `grace`, then SIGKILL; True once it is confirmed gone."""
-    await conn.run(shell.signal_group(server.pgid, "TERM"))
+    await conn.run(shell.signal_group(server.pgid, "TERM"), idempotent=True)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not (await conn.run(shell.group_alive(server.pgid))).ok:
+        if not (await conn.run(shell.group_alive(server.pgid), idempotent=True)).ok:
             return True
         await asyncio.sleep(0.2)
-    await conn.run(shell.signal_group(server.pgid, "KILL"))
+    await conn.run(shell.signal_group(server.pgid, "KILL"), idempotent=True)
     for _ in range(25):
-        if not (await conn.run(shell.group_alive(server.pgid))).ok:
+        if not (await conn.run(shell.group_alive(server.pgid), idempotent=True)).ok:
             return True
         await asyncio.sleep(0.2)
     return False
 
 
-async def read_log(conn: Connection, server: Server) -> bytes:
+FETCH_LIMIT = 64 << 20  # a bigger log is cut down on the host to the parts orch parses
+
+
+async def read_log(conn: Connection, server: Server, debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> bytes:
+    """The server log; one over FETCH_LIMIT as the lines `logs.parse_log` reads, then its tail."""
+    size = (await conn.run(shell.file_size(server.log))).out.strip()
+    pattern = logs.host_grep_pattern(debug_pattern)
+    if size.isdigit() and int(size) > FETCH_LIMIT and pattern is not None:
+        done = await conn.run(shell.log_excerpt(server.log, pattern, logs.TAIL_SIZE), timeout=600)
+        if done.ok:
+            return done.stdout
     try:
         return await conn.read_file(server.log)
     except FileNotFoundError:

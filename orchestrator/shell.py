@@ -195,3 +195,139 @@ def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = No
         f"if cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == \"0A\" {{print $2}}' | grep -qi ':{port_hex}$';"
         f" then echo \"{m} port_listening=1\"; else echo \"{m} port_listening=0\"; fi",
     ])
+
+
+# -- journal durability and the host lock ------------------------------------------------------
+
+LOCK_MARKER = "__ORCH_LOCK__"
+
+
+def sync_paths(*paths: str) -> str:
+    """fsync files and folders (a folder's fsync makes the renames inside it durable); a `sync`
+    without file arguments (old coreutils, busybox) falls back to syncing everything."""
+    return f"sync -- {' '.join(path(p) for p in paths)} 2>/dev/null || sync"
+
+
+def remove_stale_temps(source: str) -> str:
+    """Remove temporary files a killed writer left beside `source` (`.<name>.*.orch-tmp`)."""
+    from pathlib import PurePosixPath
+
+    p = PurePosixPath(source)
+    return f"rm -f -- {path(str(p.parent))}/{quote('.' + p.name + '.')}*.orch-tmp"
+
+
+def sweep_journal(root: str) -> str:
+    """Remove what a killed controller can leave in the journal besides records: a saved original
+    whose record was never written, temporary files, and empty run folders."""
+    r = path(root)
+    return (
+        f"for o in {r}/*/*.orig; do [ -e \"$o\" ] || continue; [ -e \"${{o%.orig}}.json\" ] || rm -f -- \"$o\"; done; "
+        f"rm -f -- {r}/*/.*.orch-tmp; rmdir -- {r}/*/ 2>/dev/null; true"
+    )
+
+
+def lock_take(lock: str, content: str) -> str:
+    """Create `lock` holding `content` only if it does not exist: noclobber makes `>` an
+    O_EXCL create, atomic on the host. On failure, print the holder's state (see `lock_state`)."""
+    import posixpath
+
+    folder = path(posixpath.dirname(lock))
+    return (
+        f"mkdir -p -- {folder} || exit 1; ( set -o noclobber; printf '%s\\n' {quote(content)} > {path(lock)} ) 2>/dev/null "
+        f"&& echo {LOCK_MARKER} taken || {{ {lock_state(lock)}; }}"
+    )
+
+
+def lock_state(lock: str) -> str:
+    """`__ORCH_LOCK__ held <host now> <lock mtime>` then the lock's content, both by the host's
+    clock (so the lease never depends on the controller's clock); `__ORCH_LOCK__ free` if absent."""
+    return (
+        f"m=$(stat -c %Y -- {path(lock)} 2>/dev/null) || {{ echo {LOCK_MARKER} free; exit 0; }}; "
+        f"echo {LOCK_MARKER} held $(date +%s) $m; cat -- {path(lock)} 2>/dev/null; true"
+    )
+
+
+def lock_renew(lock: str, token: str, content: str) -> str:
+    """Rewrite `lock` (new content, fresh mtime) if it still holds `token`; exit 1 if it does not."""
+    tmp = f"{lock}.{token}.tmp"
+    return (
+        f"grep -qF -- {quote(token)} {path(lock)} 2>/dev/null || exit 1; "
+        f"printf '%s\\n' {quote(content)} > {path(tmp)} && mv -f -- {path(tmp)} {path(lock)}"
+    )
+
+
+def lock_release(lock: str, token: str) -> str:
+    """Remove `lock` only if it still holds `token` (a lock broken and retaken by another stays)."""
+    return f"grep -qF -- {quote(token)} {path(lock)} 2>/dev/null && rm -f -- {path(lock)}; true"
+
+
+def lock_break(lock: str, content: str) -> str:
+    """Remove a stale `lock` only if it still holds exactly the `content` judged stale."""
+    return f"[ \"$(cat -- {path(lock)} 2>/dev/null)\" = {quote(content.rstrip(chr(10)))} ] && rm -f -- {path(lock)}; true"
+
+
+# -- checkpoints: push and preflight ------------------------------------------------------------
+
+
+def read_range(p: str, offset: int, length: int) -> str:
+    """`length` bytes of a file from byte `offset` (a safetensors header without the tensors)."""
+    return f"tail -c +{int(offset) + 1} -- {path(p)} | head -c {int(length)}"
+
+
+def list_named(folder: str, suffix: str) -> str:
+    """Names of the files directly in `folder` ending in `suffix`, one per line (none when missing)."""
+    return f"find {path(folder)} -maxdepth 1 -type f -name {quote('*' + suffix)} -printf '%f\\n' 2>/dev/null; true"
+
+
+def files_defining_class(folder: str, name: str) -> str:
+    """The `*.py` files directly in `folder` with a line starting `class NAME` (NAME: an identifier)."""
+    pattern = f"^class[[:space:]]+{name}[[:space:]]*[(:]"
+    return f"grep -l -E -- {quote(pattern)} {path(folder)}/*.py 2>/dev/null; true"
+
+
+def tree_listing(folder: str, skip: tuple[str, ...] = ()) -> str:
+    """`size mtime relative-path` NUL-separated for every file under `folder` (nothing when missing),
+    leaving out names matching the `skip` globs."""
+    excluded = "".join(f" ! -name {quote(s)}" for s in skip)
+    return f"cd {path(folder)} 2>/dev/null && find . -type f{excluded} -printf '%s %T@ %P\\0'; true"
+
+
+def sha256_each(folder: str, relatives: list[str]) -> str:
+    """One sha256 per line for each file under `folder`, in order; `-` for a file that cannot be read."""
+    files = " ".join(quote(r) for r in relatives)
+    return (f"cd {path(folder)} || exit 1; for f in {files}; do "
+            f"h=$(sha256sum < \"$f\" 2>/dev/null) || h=-; echo \"${{h%% *}}\"; done")
+
+
+def sha256_prefix(p: str, length: int) -> str:
+    """The sha256 of a file's first `length` bytes."""
+    return f"head -c {int(length)} -- {path(p)} | sha256sum"
+
+
+def write_stdin(p: str, append: bool) -> str:
+    """Write (or append) the command's standard input to a file."""
+    return f"cat {'>>' if append else '>'} {path(p)}"
+
+
+def flag_sources(folder: str, patterns: tuple[str, ...]) -> str:
+    """`sha256  relative-path` of each file under `folder` matching the globs (the files that declare
+    SGLang's flags), sorted, one per line; nothing when none exist."""
+    for p in patterns:  # globs are expanded by the shell; they come from our own constant, never a user
+        if any(c in p for c in " ;&|$`'\"\\"):
+            raise ValueError(f"unsafe glob {p!r}")
+    globs = " ".join(patterns)
+    return f"cd {path(folder)} 2>/dev/null || exit 0; for f in {globs}; do [ -f \"$f\" ] && sha256sum -- \"$f\"; done; true"
+
+
+def file_size(p: str) -> str:
+    """The size of a file in bytes (`0` when it is missing)."""
+    return f"stat -c %s -- {path(p)} 2>/dev/null || echo 0"
+
+
+def log_excerpt(p: str, pattern: str, tail: int) -> str:
+    """A big log cut down on the host: the lines matching an extended regex (LC_ALL=C grep: bytewise,
+    no locale decoding), then the log's end from the first line start in its last `tail` bytes."""
+    f = path(p)
+    return (f"s=$(stat -c %s -- {f}) || exit 1; t={int(tail)}; [ $t -gt $s ] && t=$s; "
+            f"cut=$((s - t + $(tail -c $t -- {f} | head -n 1 | wc -c))); "
+            f"head -c $cut -- {f} | LC_ALL=C grep -a -E -- {quote(pattern)}; tail -c +$((cut + 1)) -- {f}")

@@ -71,6 +71,19 @@ class Spec:
     debug_pattern: str
     ready_timeout: float
     raw: dict[str, Any]
+    checkpoints: tuple["CheckpointDef", ...] = ()
+    preflight: bool = True  # the checkpoint checks before each run; `orch run --no-preflight` turns them off
+
+
+@dataclass(frozen=True)
+class CheckpointDef:
+    """A local folder pushed to `dest` on each run's host, after its transforms (see checkpoint.py)."""
+
+    name: str
+    src: Path
+    dest: str  # may hold `{{ host.* }}`; rendered per host
+    where: str
+    transforms: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,7 @@ class RunPlan:
 
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
-    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout",
+    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints",
 }
 
 
@@ -123,6 +136,7 @@ def load(path: Path) -> Spec:
         debug_pattern=debug_pattern,
         ready_timeout=float(_positive_number(data, "ready_timeout", 600)),
         raw=_plain(data),
+        checkpoints=_checkpoints(data, path),
     )
 
 
@@ -338,3 +352,51 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+TRANSFORMS = ("rename_keys", "d2t_to_offsets")
+
+
+def _checkpoints(data: Located, path: Path) -> tuple[CheckpointDef, ...]:
+    """`checkpoints:` a list of {name, src (local folder, relative to the experiment), dest, transform}."""
+    items = data.get("checkpoints") or []
+    if not isinstance(items, list):
+        raise SpecError(f"{data.where('checkpoints')}: `checkpoints` must be a list of {{name, src, dest}}")
+    found: dict[str, CheckpointDef] = {}
+    for item in items:
+        body = yamlfile.require_mapping(item, data.where("checkpoints"), "a checkpoint")
+        where = body.where()
+        yamlfile.check_keys(body, {"name", "src", "dest", "transform"}, "checkpoint")
+        name, src, dest = body.get("name"), body.get("src"), body.get("dest")
+        if not all(isinstance(v, str) and v for v in (name, src, dest)):
+            raise SpecError(f"{where}: a checkpoint needs `name`, `src` (a local folder) and `dest` (a host path)")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in found:
+            raise SpecError(f"{where}: checkpoint name {name!r} must be a unique identifier (templates use checkpoints.{name})")
+        folder = (path.parent / src).resolve()
+        if not folder.is_dir():
+            raise SpecError(f"{body.where('src')}: checkpoint '{name}': src {folder} is not a folder")
+        found[name] = CheckpointDef(name, folder, dest, where, _transforms(body, name))
+    return tuple(found.values())
+
+
+def _transforms(body: Located, name: str) -> tuple[dict[str, Any], ...]:
+    items = body.get("transform") or []
+    where = body.where("transform")
+    if not isinstance(items, list):
+        raise SpecError(f"{where}: checkpoint '{name}': `transform` must be a list, e.g. [d2t_to_offsets]")
+    result = []
+    for item in items:
+        kind, value = item, None
+        if isinstance(item, dict) and len(item) == 1:
+            kind, value = next(iter(item.items()))
+        if kind not in TRANSFORMS:
+            raise SpecError(f"{where}: checkpoint '{name}': unknown transform {item!r}; known: {', '.join(TRANSFORMS)}")
+        if kind == "rename_keys":
+            if not isinstance(value, dict) or not value or not all(isinstance(k, str) and k and isinstance(v, str)
+                                                                  for k, v in value.items()):
+                raise SpecError(f"{where}: checkpoint '{name}': rename_keys needs a prefix map, "
+                                f"e.g. {{\"layers.0.\": \"midlayer.\"}}")
+            result.append({"rename_keys": {str(k): str(v) for k, v in value.items()}})
+        else:
+            result.append({"d2t_to_offsets": True})
+    return tuple(result)

@@ -243,6 +243,7 @@ class Store:
             ],
             "debug_lines": [{"text": d.text, "fields": d.fields} for d in self.children(run, DebugRow)],
             "events": [{"at": e.at, "kind": e.kind, "message": e.message} for e in self.children(run, EventRow)],
+            **checkpoint_facts(self, run),
             "error": run.error,
             "diagnosis": run.diagnosis,
             "spec_path": run.spec_path,
@@ -253,3 +254,57 @@ class Store:
 
 def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False, default=str)
+
+
+def running_runs(store: Store, host: str, controller: str, since: str = "") -> list[Run]:
+    """Runs still marked running on `host` by one controller process (`hostname:pid`), oldest
+    first; `since` (an ISO time) skips older runs of an earlier process that had the same pid."""
+    with store.session() as s:
+        query = select(Run).where(Run.host == host, Run.controller == controller, Run.status == RUNNING,
+                                  Run.started_at >= since).order_by(Run.id)  # type: ignore[arg-type]
+        return list(s.exec(query).all())
+
+
+class CheckpointRow(SQLModel, table=True):
+    """One checkpoint pushed for a run: what it came from, how it was transformed, what arrived."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    name: str
+    dest: str
+    source_hash: str
+    transforms: list = Field(default_factory=list, sa_column=Column(JSON))
+    result_hash: str
+    manifest_hash: str
+    files: int = 0
+    total_bytes: int = 0
+    sent_files: int = 0
+    sent_bytes: int = 0
+    seconds: float = 0.0
+
+
+class FindingRow(SQLModel, table=True):
+    """One preflight finding of a run (severity error | warning | info)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    severity: str
+    code: str
+    what: str
+    why: str
+    fix: str
+
+
+def checkpoint_facts(store: Store, run: Run) -> dict[str, Any]:
+    """The `checkpoints` and `preflight` parts of a run record."""
+    return {
+        "checkpoints": [
+            {"name": c.name, "dest": c.dest, "source_hash": c.source_hash, "transforms": c.transforms,
+             "result_hash": c.result_hash, "manifest_hash": c.manifest_hash, "files": c.files,
+             "total_bytes": c.total_bytes, "sent_files": c.sent_files, "sent_bytes": c.sent_bytes,
+             "seconds": c.seconds}
+            for c in store.children(run, CheckpointRow)
+        ],
+        "preflight": [{"severity": f.severity, "code": f.code, "what": f.what, "why": f.why, "fix": f.fix}
+                      for f in store.children(run, FindingRow)],
+    }

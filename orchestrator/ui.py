@@ -84,6 +84,7 @@ def show(record: dict[str, Any]) -> None:
             c.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
     _pairs("params", record["params"])
     _pairs("env", record["env"])
+    checkpoints_and_preflight(record)
     table = Table(title="metrics", title_justify="left")
     for column in ("metric", "value", "source", "note"):
         table.add_column(column)
@@ -163,3 +164,106 @@ def host_facts(facts: list[Any]) -> None:
     for f in facts:
         if not f.reachable:  # below the table: the reasons are long and name what to do
             console.print(f"[red]unreachable:[/] {escape(f.error or f.host)}", soft_wrap=True)
+
+
+def patches(rows: list[dict[str, Any]]) -> None:
+    """`orch patches`: what orch has changed on each host, by which run."""
+    if not rows:
+        console.print("no patches applied on the chosen hosts")
+        return
+    table = Table()
+    for column in ("host", "run", "patch", "file", "state"):
+        table.add_column(column)
+    style = {"applied": "cyan", "drifted": "red", "pending": "yellow"}
+    for r in rows:
+        run = f"{r['run_id']} ({r['run']})" if r["run_id"] is not None else r["run"]
+        table.add_row(r["host"], run, f"{r['name']} #{r['seq']}", escape(r["file"]),
+                      f"[{style.get(r['state'], '')}]{r['state']}[/]")
+    console.print(table)
+    if any(r["state"] == "drifted" for r in rows):
+        hosts = sorted({r["host"] for r in rows if r["state"] == "drifted"})
+        console.print("drifted files changed after orch patched them; the originals are kept in the journal; "
+                      + "; ".join(f"`orch revert --host {h} --force` restores {h}'s" for h in hosts), soft_wrap=True)
+
+
+# -- checkpoints: push progress, preflight findings ---------------------------------------------
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "dim"}
+
+
+def transfer(label: str):
+    """A progress callback for one checkpoint push: a bar with bytes/s and ETA once bytes move."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    state: dict[str, Any] = {"bar": None, "task": None}
+
+    def on(kind: str, amount: int) -> None:
+        if kind == "total" and amount > 0:
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                           TimeRemainingColumn(), console=console)
+            state.update(bar=bar, task=bar.add_task(escape(label), total=amount))
+            bar.start()
+        elif kind == "advance" and state["bar"] is not None:
+            state["bar"].advance(state["task"], amount)
+        elif kind == "end" and state["bar"] is not None:  # also after a failed push: the terminal is left clean
+            state["bar"].stop()
+            state["bar"] = None
+
+    return on
+
+
+progress.transfer = transfer  # type: ignore[attr-defined]  # run stages that move bytes look for it
+
+
+def findings(groups: list[dict[str, Any]]) -> None:
+    """`orch check`: the findings of each (variant, host), errors first."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    for group in groups:
+        items = sorted(group["findings"], key=lambda f: order.get(f["severity"], 3))
+        head = f"[bold]{escape(group['variant'])}@{escape(group['host'])}[/]"
+        if not items:
+            console.print(f"{head}: [green]no findings[/]")
+            continue
+        console.print(f"{head}: {len(items)} finding(s)")
+        _finding_lines(items)
+
+
+def _finding_lines(items: list[dict[str, Any]]) -> None:
+    for f in items:
+        style = SEVERITY_STYLE.get(f["severity"], "")
+        console.print(f"  [{style}]{f['severity']}[/] {escape(f['what'])}", soft_wrap=True)
+        console.print(f"      [dim]why:[/] {escape(f['why'])}", soft_wrap=True)
+        console.print(f"      [dim]fix:[/] {escape(f['fix'])}", soft_wrap=True)
+
+
+def checkpoints_and_preflight(record: dict[str, Any]) -> None:
+    """`orch show`: the checkpoints pushed for a run and its preflight findings."""
+    if record.get("checkpoints"):
+        table = Table(title="checkpoints", title_justify="left")
+        for column in ("name", "dest", "source", "transforms", "result", "manifest", "moved"):
+            table.add_column(column)
+        for c in record["checkpoints"]:
+            transforms = ", ".join(next(iter(t)) for t in c["transforms"]) or "-"
+            moved = f"{c['sent_files']}/{c['files']} files, {c['sent_bytes'] / 2**20:.1f} MiB"
+            table.add_row(c["name"], escape(c["dest"]), c["source_hash"][:12], transforms, c["result_hash"][:12],
+                          c["manifest_hash"][:12], moved)
+        console.print(table)
+    if record.get("preflight"):
+        console.print(f"[bold]preflight[/] ({len(record['preflight'])} finding(s)):")
+        _finding_lines(record["preflight"])
+
+
+def imported(done: Any) -> None:
+    """`orch import`: the run recorded and what its log says."""
+    style = STATUS_STYLE.get(done.status, "")
+    console.print(f"run {done.run_id} ({done.uid}) imported: [{style}]{done.status}[/]  accept len "
+                  f"{fmt(done.metrics.get('accept_len'))} over {done.metrics.get('decode_intervals', 0)} decode intervals"
+                  + (f"  flags: {', '.join(done.flags)}" if done.flags else ""))
+    if done.diagnosis:
+        console.print(f"[red]diagnosis:[/] {escape(done.diagnosis.summary)}", soft_wrap=True)
+        for line in done.diagnosis.evidence:
+            console.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+    if "draft-rejected" in done.flags:
+        console.print("the target accepts almost no draft tokens; `orch check` on the experiment looks for why")
+    if done.command:
+        console.print(f"[bold]launch command[/] (from server_args): {escape(done.command)}", soft_wrap=True)

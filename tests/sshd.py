@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,52 @@ class Sshd:
                 f"    identity: {h.identity}\n    ssh_config: {h.ssh_config}\n    known_hosts: {h.known_hosts}\n"
                 f"    workdir: {h.workdir}\n")
 
+    def rehearsal_entry(self, known_hosts: Path, workdir: Path) -> str:
+        """An inventory entry for a rehearsal host reached over SSH: this test Python on the far
+        side (the same machine), 8 simulated GPUs."""
+        return (self.inventory_entry(known_hosts, workdir)
+                + f"    rehearsal: true\n    gpus: 8\n    python: {sys.executable}\n")
+
+    def client_options(self, *lines: str) -> None:
+        """Options for orch's SSH client to this host (e.g. `ServerAliveInterval 1`), in the
+        `ssh_config` file its inventory entry names."""
+        (self.folder / "ssh_config").write_text("".join(f"{line}\n" for line in lines))
+
+    def kill(self) -> None:
+        """SIGKILL the listening sshd and every per-connection sshd under it (by pid), as a crash
+        would: open connections drop, new ones are refused. Processes a session started in their
+        own session (a server launched with setsid) are not sshd's and keep running."""
+        if self.process is None:
+            return
+        for pid in [*_sshd_descendants(self.process.pid), self.process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        self.process = None
+
+    def drop_connections(self) -> int:
+        """SIGKILL the per-connection sshd processes (by pid): every open connection drops at once,
+        while the listening sshd keeps accepting new ones. Returns how many were killed."""
+        killed = 0
+        for pid in _sshd_descendants(self.process.pid if self.process else 0):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        return killed
+
+    def relaunch(self) -> None:
+        """Start this sshd again with the same config, host key and port."""
+        command = [SSHD, "-D", "-e", "-f", str(self.folder / "sshd_config")]
+        if self.netns:
+            command = ["ip", "netns", "exec", self.netns, *command]
+        with open(self.folder / "sshd.log", "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        _wait_listening(self)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -135,6 +182,30 @@ def start(folder: Path, name: str = "sshd", *, address: str = "127.0.0.1", port:
     server = Sshd(name, address, port, folder, host_key, client_key, process, netns)
     _wait_listening(server)
     return server
+
+
+def _sshd_descendants(root: int) -> list[int]:
+    """Pids of the sshd processes below `root` (the per-connection ones), from /proc."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        parents[int(entry)], names[int(entry)] = int(rest[1]), name
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent:
+                frontier.append(pid)
+                if names[pid].startswith("sshd"):
+                    found.append(pid)
+    return found
 
 
 def _wait_listening(server: Sshd, seconds: float = 10) -> None:
@@ -238,6 +309,9 @@ class Fleet:
 
     def cut(self, index: int) -> None:
         _ip("link", "set", self.veth(index), "down")
+
+    def restore(self, index: int) -> None:
+        _ip("link", "set", self.veth(index), "up")
 
     def stop(self) -> None:
         for server in self.servers:

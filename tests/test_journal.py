@@ -95,3 +95,32 @@ def test_missing_file_changes_nothing(setup, tmp_path):
     with pytest.raises(PatchError, match=r"local:.*nope.py does not exist"):
         run(journal.prepare(PATCH, str(tmp_path / "nope.py")))
     assert not (tmp_path / "work").exists()
+
+
+def test_status_tells_applied_pending_and_drifted(setup):
+    from orchestrator.journal import APPLIED, PENDING
+
+    target, journal = setup
+    run(apply(journal, target))
+    assert [r.state for r in run(journal.status())] == [APPLIED]
+    target.write_text(ORIGINAL)  # as after a crash between restoring and forgetting
+    assert [r.state for r in run(journal.status())] == [PENDING]
+    target.write_text("something else\n")
+    assert [r.state for r in run(journal.status())] == [DRIFTED]
+
+
+def test_sweep_and_revert_remove_what_a_killed_writer_left(setup):
+    """A saved original without its record (killed between the two) and temporary files beside
+    the target or in the journal (killed between write and rename) are removed under the lock."""
+    target, journal = setup
+    run(apply(journal, target))
+    orphan = Path(journal.root) / "r0" / "001.orig"
+    orphan.parent.mkdir()
+    orphan.write_text(ORIGINAL)
+    (Path(journal.root) / "r1" / ".002.json.ab12.orch-tmp").write_text("{")
+    stray = target.parent / f".{target.name}.x1y2.orch-tmp"
+    stray.write_text("half")
+    run(journal.revert())
+    run(journal.sweep())
+    assert target.read_text() == ORIGINAL and not stray.exists()
+    assert list(Path(journal.root).iterdir()) == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -129,7 +128,7 @@ PREFILL_ROWS = [
 
 
 def _expected(cls, values: dict) -> dict:
-    out = {f.name: None for f in dataclasses.fields(cls)}
+    out = dict.fromkeys(cls._fields)
     out.update(ranks={}, extra={})
     out.update(values)
     return out
@@ -139,14 +138,14 @@ def _expected(cls, values: dict) -> dict:
 def test_decode_line(line, values):
     stats = parse_decode_line(line)
     assert stats is not None
-    assert dataclasses.asdict(stats) == _expected(DecodeStats, values)
+    assert stats._asdict() == _expected(DecodeStats, values)
 
 
 @pytest.mark.parametrize("line,values", PREFILL_ROWS)
 def test_prefill_line(line, values):
     stats = parse_prefill_line(line)
     assert stats is not None
-    assert dataclasses.asdict(stats) == _expected(type(stats), values)
+    assert stats._asdict() == _expected(type(stats), values)
 
 
 @pytest.mark.parametrize("line", [
@@ -289,3 +288,50 @@ def test_most_specific_wins():
     generic = (FIXTURES / "scheduler_exception.log").read_text()
     assert diagnose(generic + oom).kind == "cuda-oom"
     assert diagnose(generic).kind == "scheduler-exception"
+
+
+def test_failure_far_before_the_end_is_not_the_diagnosis():
+    """Only the last TAIL_SIZE bytes are searched: a crash is the last thing a dying server writes."""
+    from orchestrator.engines.sglang import logs
+
+    clean = (FIXTURES / "clean.log").read_bytes()
+    failure = (FIXTURES / "cuda_oom.log").read_bytes()
+    filler = clean * (logs.TAIL_SIZE // len(clean) + 10)
+    assert parse_log_bytes(failure + filler).diagnosis is None
+    assert parse_log_bytes(filler + failure).diagnosis.kind == "cuda-oom"
+    assert parse_log_bytes((FIXTURES / "unrecognized.log").read_bytes() + filler).diagnosis.kind == "unknown-flag"
+
+
+def test_big_log_is_cut_down_on_the_host_and_parses_the_same(tmp_path, monkeypatch):
+    """server.read_log over FETCH_LIMIT: real grep on the host side; the excerpt parses like the whole."""
+    import asyncio
+
+    from orchestrator import server
+    from orchestrator.engines.sglang import logs
+    from orchestrator.inventory import Host
+    from orchestrator.remote import connect
+
+    clean = (FIXTURES / "clean.log").read_bytes()
+    noise = b'[2026-10-30 12:00:03] INFO:     127.0.0.1:45680 - "POST /generate HTTP/1.1" 200 OK\n' * 200
+    data = (FIXTURES / "unrecognized.log").read_bytes() + (clean + noise) * 300 + \
+        (FIXTURES / "scheduler_exception.log").read_bytes()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / server.LOG_NAME).write_bytes(data)
+    monkeypatch.setattr(server, "FETCH_LIMIT", 1 << 20)
+    monkeypatch.setattr(logs, "TAIL_SIZE", 1 << 16)
+
+    async def fetch() -> bytes:
+        conn = await connect(Host(name="h", transport="local"))
+        try:
+            return await server.read_log(conn, server.Server(str(run_dir), 0, 0))
+        finally:
+            await conn.close()
+
+    cut = asyncio.run(fetch())
+    assert len(data) > server.FETCH_LIMIT and len(cut) < len(data) / 5
+    whole, part = parse_log_bytes(data), parse_log_bytes(cut)
+    assert part.decode == whole.decode and part.prefill == whole.prefill and part.debug_lines == whole.debug_lines
+    assert (part.ready, part.server_args) == (whole.ready, whole.server_args) and whole.ready
+    assert part.diagnosis == whole.diagnosis and whole.diagnosis.kind == "unknown-flag"
+    assert cut.endswith((FIXTURES / "scheduler_exception.log").read_bytes())

@@ -6,7 +6,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..errors import HostError
 from ..inventory import Host
+
+
+class Unreachable(HostError):
+    """The host did not answer or refused the connection: worth trying again later (not a key or
+    login problem, which waiting does not fix)."""
+
+
+class LinkLost(Unreachable):
+    """An open connection dropped. `started`: the operation may have begun on the host before the
+    link went, so only an idempotent one may be sent again."""
+
+    def __init__(self, message: str, *, started: bool):
+        super().__init__(message)
+        self.started = started
 
 
 @dataclass(frozen=True)
@@ -46,8 +61,10 @@ class Connection(Protocol):
     host: Host
     home: str
 
-    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None) -> Completed:
-        """Run a shell command built by `shell.py`."""
+    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None,
+                  idempotent: bool = False) -> Completed:
+        """Run a shell command built by `shell.py`. `idempotent`: running it twice does no harm, so a
+        reconnecting transport may send it again after the link dropped mid-command."""
 
     async def read_file(self, path: str) -> bytes:
         """A file's bytes; FileNotFoundError if it does not exist."""
@@ -63,7 +80,8 @@ class Connection(Protocol):
         """Copy a local folder's files to the host (created if missing)."""
 
     async def forward(self, remote_port: int) -> tuple[str, int]:
-        """A local address that reaches 127.0.0.1:`remote_port` on the host."""
+        """A local address that reaches 127.0.0.1:`remote_port` on the host (the same address for
+        the life of the connection, across reconnects)."""
 
     async def close(self) -> None:
         """Close forwards and the connection."""

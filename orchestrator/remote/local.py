@@ -21,7 +21,8 @@ class LocalConnection:
     def _path(self, path: str) -> Path:
         return Path(os.path.expanduser(path))
 
-    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None) -> Completed:
+    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None,
+                  idempotent: bool = False) -> Completed:
         proc = await asyncio.create_subprocess_exec(
             "bash", "-c", command,
             stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,

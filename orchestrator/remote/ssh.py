@@ -3,15 +3,19 @@
 One connection per host, reused by every stage of a command: commands run on exec channels (at
 most `CHANNELS` open at once, under stock sshd's `MaxSessions 10`), files move over one SFTP
 channel, and the server's port is reached through local port forwarding.
+
+A dropped link surfaces as `LinkLost` (never as a silent exit status), a host that cannot be
+reached as `Unreachable`; `remote/reconnecting.py` builds reconnection on those two.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import posixpath
 import secrets
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncssh
@@ -19,17 +23,36 @@ import asyncssh
 from .. import shell
 from ..errors import HostError
 from ..inventory import Host
-from .base import Completed, FileStat
+from .base import Completed, FileStat, LinkLost, Unreachable
+from .hostkeys import HostKeyChecker, Trust, Verdict
 
 CHANNELS = 8  # per connection, the SFTP channel included; stock sshd allows 10 (MaxSessions)
-CONNECT_TIMEOUT = 10.0
-KEEPALIVE = 15.0
+CONNECT_TIMEOUT = 10.0  # unless the ssh config sets ConnectTimeout
+KEEPALIVE = 10.0  # unless the ssh config sets ServerAliveInterval / ServerAliveCountMax:
+KEEPALIVE_COUNT = 3  # a silent link is declared lost after about 30-40 s
 RETRIES = 3  # handshake attempts on a refused or reset connection (sshd restarting, MaxStartups)
 BACKOFF = 0.5
 PUT_FILES_AT_ONCE = 16
+PUT_CHUNK = 8 * 2**20  # bytes read locally per round of parallel SFTP writes (put_file)
 SKIPPED_NAMES = ("__pycache__",)
-USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
-ORCH_KNOWN_HOSTS = "~/.config/orch/known_hosts"  # the only known_hosts orch writes by default
+
+
+def _watch_link(doing: str):
+    """SFTP calls on a dropping link fail with socket errors or asyncssh disconnects, not SFTP
+    statuses: report those as `LinkLost`, like every other operation."""
+    def wrap(method):
+        @functools.wraps(method)
+        async def watched(self: "SSHConnection", *args, **kwargs):
+            try:
+                return await method(self, *args, **kwargs)
+            except (ConnectionError, asyncssh.DisconnectError) as exc:
+                raise self._lost(doing, exc, started=True) from None
+            except (asyncssh.Error, OSError) as exc:
+                if self._conn.is_closed() and not isinstance(exc, (FileNotFoundError, PermissionError)):
+                    raise self._lost(doing, exc, started=True) from None
+                raise
+        return watched
+    return wrap
 
 
 class SSHConnection:
@@ -43,13 +66,15 @@ class SSHConnection:
         self._forwards: dict[int, asyncssh.SSHListener] = {}
 
     @classmethod
-    async def open(cls, host: Host, *, timeout: float = CONNECT_TIMEOUT) -> "SSHConnection":
+    async def open(cls, host: Host, *, timeout: float | None = None) -> "SSHConnection":
+        """Connect and log in; `timeout` bounds the handshake (default: the ssh config's
+        ConnectTimeout, else `CONNECT_TIMEOUT`)."""
         conn = await _connect(host, timeout)
         self = cls(host, conn, "")
         try:
             # over SFTP, not `echo $HOME`: no login shell, whose rc files (conda, pyenv) can cost 100s of ms
             sftp = await self._sftp_client()
-            self.home = await asyncio.wait_for(sftp.realpath("."), timeout)
+            self.home = await asyncio.wait_for(sftp.realpath("."), timeout or CONNECT_TIMEOUT)
         except (asyncio.TimeoutError, asyncssh.Error) as exc:
             conn.close()
             raise HostError(f"{host.name}: logged in to {_target(host)} but its SFTP subsystem did not answer "
@@ -61,9 +86,13 @@ class SSHConnection:
 
     # -- commands -------------------------------------------------------------------------
 
-    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None) -> Completed:
-        """Run `command` under bash (as the local transport does), whatever the login shell is."""
+    async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None,
+                  idempotent: bool = False) -> Completed:
+        """Run `command` under bash (as the local transport does), whatever the login shell is.
+        (`idempotent` matters only to a reconnecting wrapper; this connection never resends.)"""
         async with self._commands:
+            if self._conn.is_closed():
+                raise self._lost("run a command", None, started=False)
             try:
                 process = await self._conn.create_process(
                     shell.in_bash(command), encoding=None,
@@ -82,13 +111,20 @@ class SSHConnection:
             except asyncssh.TimeoutError:
                 raise HostError(f"{self.host.name}: command timed out after {timeout} s: {command[:120]}") from None
             except (asyncssh.Error, OSError) as exc:
+                if self._conn.is_closed():  # a channel that never opened ran nothing
+                    started = not isinstance(exc, asyncssh.ChannelOpenError)
+                    raise self._lost("run a command", exc, started=started) from None
                 raise HostError(f"{self.host.name}: could not run a command: {_reason(exc)}; "
                                 f"check the connection with `orch hosts check --hosts {self.host.name}`") from None
+        if done.exit_status is None and done.exit_signal is None and self._conn.is_closed():
+            # asyncssh ends a command's channel without a status when the connection goes
+            raise self._lost("finish a command", None, started=True)
         status = done.exit_status if done.exit_status is not None else -1
         return Completed(command, status, done.stdout or b"", done.stderr or b"")
 
     # -- files ----------------------------------------------------------------------------
 
+    @_watch_link("read a file")
     async def read_file(self, path: str) -> bytes:
         sftp = await self._sftp_client()
         target = self._abs(path)
@@ -100,6 +136,7 @@ class SSHConnection:
         except asyncssh.SFTPError as exc:
             raise self._file_error("read", target, exc) from None
 
+    @_watch_link("write a file")
     async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
         """Temp file in the target's folder, fsync, keep mode/owner, posix-rename over the target."""
         sftp = await self._sftp_client()
@@ -125,6 +162,7 @@ class SSHConnection:
             await _remove_quietly(sftp, tmp)
             raise
 
+    @_watch_link("stat a file")
     async def stat(self, path: str) -> FileStat | None:
         sftp = await self._sftp_client()
         try:
@@ -136,6 +174,7 @@ class SSHConnection:
         return FileStat(attrs.size or 0, float(attrs.mtime or 0), (attrs.permissions or 0) & 0o7777,
                         attrs.uid or 0, attrs.gid or 0)
 
+    @_watch_link("copy a folder")
     async def put_tree(self, local_dir: Path, remote_dir: str) -> None:
         """Copy a folder's files (bytecode caches aside), many files in flight on one SFTP channel."""
         sftp = await self._sftp_client()
@@ -161,15 +200,37 @@ class SSHConnection:
         except asyncssh.SFTPError as exc:
             raise self._file_error("copy a folder to", root, exc) from None
 
+    @_watch_link("write a file")
+    async def put_file(self, local: Path, path: str, offset: int = 0, advance: Callable[[int], None] | None = None) -> None:
+        """Write a local file's bytes from `offset` on into `path` (created, or kept up to `offset`),
+        each chunk as many SFTP writes in flight; `advance(n)` after each chunk (for progress bars)."""
+        sftp = await self._sftp_client()
+        target = self._abs(path)
+        try:
+            async with sftp.open(target, "r+b" if offset else "wb") as handle:
+                with open(local, "rb") as source:
+                    source.seek(offset)
+                    while chunk := source.read(PUT_CHUNK):
+                        await handle.write(chunk, offset)
+                        offset += len(chunk)
+                        if advance:
+                            advance(len(chunk))
+                await handle.truncate(offset)
+        except asyncssh.SFTPError as exc:
+            raise self._file_error("write", target, exc) from None
+
     # -- ports ----------------------------------------------------------------------------
 
-    async def forward(self, remote_port: int) -> tuple[str, int]:
-        """One listener per remote port for the life of the connection."""
+    async def forward(self, remote_port: int, local_port: int = 0) -> tuple[str, int]:
+        """One listener per remote port for the life of the connection; `local_port` 0 picks a free
+        one (a reconnect asks for the port the old connection listened on)."""
         listener = self._forwards.get(remote_port)
         if listener is None:
             try:
-                listener = await self._conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", remote_port)
+                listener = await self._conn.forward_local_port("127.0.0.1", local_port, "127.0.0.1", remote_port)
             except (asyncssh.Error, OSError) as exc:
+                if self._conn.is_closed():
+                    raise self._lost("forward a port", exc, started=False) from None
                 raise HostError(f"{self.host.name}: could not forward a local port to port {remote_port} "
                                 f"on the host: {_reason(exc)}; the host's sshd must allow TCP forwarding") from None
             self._forwards[remote_port] = listener
@@ -202,6 +263,8 @@ class SSHConnection:
                 try:
                     self._sftp = await self._conn.start_sftp_client()
                 except (asyncssh.Error, OSError) as exc:
+                    if self._conn.is_closed():
+                        raise self._lost("open SFTP", exc, started=False) from None
                     raise HostError(f"{self.host.name}: the SFTP subsystem is not available: {_reason(exc)}; "
                                     f"enable `Subsystem sftp` in the host's sshd_config") from None
             return self._sftp
@@ -215,10 +278,18 @@ class SSHConnection:
                 raise HostError(f"{self.host.name}: could not move {tmp} over {target}: {moved.err.strip()}") from None
 
     def _file_error(self, verb: str, path: str, exc: asyncssh.SFTPError) -> Exception:
+        if isinstance(exc, asyncssh.SFTPConnectionLost) or self._conn.is_closed():
+            return self._lost(f"{verb} {path}", exc, started=True)
         if isinstance(exc, asyncssh.SFTPPermissionDenied):
             return PermissionError(f"{self.host.name}: permission denied to {verb} {path}; "
                                    f"check the owner of the file or log in as its owner")
         return HostError(f"{self.host.name}: could not {verb} {path}: {exc.reason}")
+
+
+    def _lost(self, doing: str, exc: BaseException | None, *, started: bool) -> LinkLost:
+        why = f" ({_reason(exc)})" if exc is not None else ""
+        return LinkLost(f"{self.host.name}: the connection to {_target(self.host)} dropped; could not {doing}{why}",
+                        started=started)
 
 
 def _stop(process: asyncssh.SSHClientProcess) -> None:
@@ -253,53 +324,78 @@ async def _remove_quietly(sftp: asyncssh.SFTPClient, path: str) -> None:
         pass
 
 
-async def _connect(host: Host, timeout: float) -> asyncssh.SSHClientConnection:
+async def _connect(host: Host, timeout: float | None) -> asyncssh.SSHClientConnection:
     """Open and authenticate, retrying with backoff while the host refuses or resets us."""
-    trust = _Trust.for_host(host)
+    trust = Trust.for_host(host)
+    verdict = Verdict()
+    settings = {**_where(host), **_unset_by_config(host, timeout), **_options(host, trust, verdict)}
     delay = BACKOFF
     for attempt in range(1, RETRIES + 1):
-        verdict = _Verdict()
+        verdict.message = ""
         try:
-            return await asyncssh.connect(
-                host.address or host.name, **_options(host, trust, verdict, timeout),
-            )
+            return await asyncssh.connect(host.address or host.name, **settings)
         except (ConnectionRefusedError, ConnectionResetError, asyncssh.ConnectionLost) as exc:
             if attempt == RETRIES:
-                raise HostError(f"{host.name}: {_target(host)} refused or reset the connection "
-                                f"{RETRIES} times ({_reason(exc)}); check that sshd runs there") from None
+                raise Unreachable(f"{host.name}: {_target(host)} refused or reset the connection "
+                                  f"{RETRIES} times ({_reason(exc)}); check that sshd runs there") from None
         except asyncssh.HostKeyNotVerifiable:
             raise HostError(verdict.message or f"{host.name}: the host key of {_target(host)} is not trusted") from None
         except asyncssh.PermissionDenied:
             raise HostError(f"{host.name}: {_target(host)} refused our keys; add this machine's public key to "
                             f"~/.ssh/authorized_keys there, or set the host's `identity:`") from None
         except asyncio.TimeoutError:
-            raise HostError(f"{host.name}: no answer from {_target(host)} within {timeout:g} s; "
-                            f"check the address, the network and that sshd runs there") from None
-        except (asyncssh.Error, OSError) as exc:
+            raise Unreachable(f"{host.name}: no answer from {_target(host)} in time; "
+                              f"check the address, the network and that sshd runs there") from None
+        except OSError as exc:  # no route, network down: the kind of trouble that passes
+            raise Unreachable(f"{host.name}: cannot connect to {_target(host)}: {_reason(exc)}") from None
+        except asyncssh.Error as exc:
             raise HostError(f"{host.name}: cannot connect to {_target(host)}: {_reason(exc)}") from None
         await asyncio.sleep(delay)
         delay *= 2
     raise AssertionError("unreachable")
 
 
-def _options(host: Host, trust: "_Trust", verdict: "_Verdict", timeout: float) -> dict:
+def _unset_by_config(host: Host, timeout: float | None) -> dict:
+    """orch's keepalive and handshake timeout where the host's ssh config sets none (its
+    ServerAliveInterval, ServerAliveCountMax and ConnectTimeout win, as users expect); an explicit
+    `timeout` above both. The config is read without keys or known_hosts: cheap, no thread."""
+    try:
+        config = asyncssh.SSHClientConnectionOptions(host=host.address or host.name, **_where(host), client_keys=None,
+                                                     known_hosts=None, agent_path=None)
+    except (OSError, ValueError, asyncssh.Error) as exc:
+        raise HostError(f"{host.name}: cannot read the ssh config ({_reason(exc)}); check the host's "
+                        f"`ssh_config:` and `proxy_jump:` in the inventory") from None
+    unset: dict = {}
+    if not config.keepalive_interval:
+        unset.update(keepalive_interval=KEEPALIVE, keepalive_count_max=KEEPALIVE_COUNT)
+    if timeout is not None or config.connect_timeout is None:
+        unset["connect_timeout"] = timeout or CONNECT_TIMEOUT
+    return unset
+
+
+def _where(host: Host) -> dict:
+    """Where to connect: the ssh config to read, port and jump host, when the inventory says."""
+    where: dict = {}
+    if host.ssh_config:
+        where["config"] = [os.path.expanduser(host.ssh_config)]
+    if host.port:
+        where["port"] = host.port
+    if host.proxy_jump:
+        where["tunnel"] = host.proxy_jump
+    return where
+
+
+def _options(host: Host, trust: Trust, verdict: Verdict) -> dict:
     options: dict = {
         "known_hosts": trust.known(),
-        "client_factory": lambda: _HostKeyChecker(host, trust, verdict),
-        "connect_timeout": timeout,
-        "keepalive_interval": KEEPALIVE,
-        "keepalive_count_max": 4,
+        "client_factory": lambda: HostKeyChecker(host, trust, verdict),
+        # AES-GCM runs on the CPU's AES instructions: about 2.5x asyncssh's first choice, chacha20-poly1305
+        "encryption_algs": "^aes128-gcm@openssh.com",
     }
-    if host.ssh_config:
-        options["config"] = [os.path.expanduser(host.ssh_config)]
-    if host.port:
-        options["port"] = host.port
     if host.user:
         options["username"] = host.user
     if host.identity:
         options["client_keys"] = [os.path.expanduser(host.identity)]
-    if host.proxy_jump:
-        options["tunnel"] = host.proxy_jump
     return options
 
 
@@ -314,86 +410,3 @@ def _reason(exc: BaseException) -> str:
     text = (getattr(exc, "reason", None) or (os.strerror(errno) if errno else None) or str(exc)
             or type(exc).__name__)
     return " ".join(str(text).split())
-
-
-# -- host keys --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Trust:
-    """Which known_hosts files vouch for host keys, and where `accept-new` records a new one."""
-
-    read: tuple[Path, ...]
-    write: Path
-    accept_new: bool
-
-    @classmethod
-    def for_host(cls, host: Host) -> "_Trust":
-        accept_new = host.host_key_policy == "accept-new"
-        if host.known_hosts:
-            own = Path(os.path.expanduser(host.known_hosts))
-            return cls((own,), own, accept_new)
-        orch = Path(os.path.expanduser(ORCH_KNOWN_HOSTS))
-        return cls((Path(os.path.expanduser(USER_KNOWN_HOSTS)), orch), orch, accept_new)
-
-    def known(self) -> asyncssh.SSHKnownHosts:
-        """Every trusted entry; always an object, so asyncssh never falls back to files of its own."""
-        known = asyncssh.SSHKnownHosts()
-        for path in self.read:
-            if path.is_file():
-                known.load(path.read_text())
-        return known
-
-    def vouching_file(self, host: str, addr: str, port: int | None) -> Path | None:
-        """The first file holding some key for this host (so a different key means it CHANGED)."""
-        for path in self.read:
-            if path.is_file():
-                keys = asyncssh.match_known_hosts(asyncssh.import_known_hosts(path.read_text()), host, addr, port)[0]
-                if keys:
-                    return path
-        return None
-
-    def add(self, entry: str, key: asyncssh.SSHKey) -> None:
-        self.write.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{entry} {key.export_public_key('openssh').decode().strip()}\n"
-        fd = os.open(self.write, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
-
-
-@dataclass
-class _Verdict:
-    """Why a host key was refused, filled in during the handshake for the error we raise after it."""
-
-    message: str = ""
-
-
-class _HostKeyChecker(asyncssh.SSHClient):
-    """Asked by asyncssh about a key no trusted entry matches: unknown, or changed."""
-
-    def __init__(self, host: Host, trust: _Trust, verdict: _Verdict):
-        self._host = host
-        self._trust = trust
-        self._verdict = verdict
-
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        listed_port = None if port in (None, 22) else port
-        entry = host if listed_port is None else f"[{host}]:{port}"
-        shown = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}"
-        vouching = self._trust.vouching_file(host, addr, listed_port)
-        if vouching is not None:
-            self._verdict.message = (
-                f"{self._host.name}: HOST KEY CHANGED for {entry}: it now presents {shown} but {vouching} "
-                f"holds another key; this may be an attack, so orch refuses; if the host was reinstalled, "
-                f"remove the old key with `ssh-keygen -R '{entry}' -f {vouching}` and connect again")
-            return False
-        if self._trust.accept_new:
-            self._trust.add(entry, key)
-            return True
-        scan = f"ssh-keyscan -p {port} {host}" if listed_port else f"ssh-keyscan {host}"
-        self._verdict.message = (
-            f"{self._host.name}: unknown host key for {entry}: {shown}; if that fingerprint is right, trust it "
-            f"with `{scan} >> {self._trust.write}`, or set `host_key_policy: accept-new` for this host")
-        return False

@@ -1,9 +1,10 @@
 """Why an SGLang server failed, from its log text: one known signature -> kind, one-line advice, evidence.
 
 `diagnose` reads every line it is given. For big logs, `logs.parse_log*` first cuts the text down
-to the lines around `NEEDLES` (plus the traceback that follows a `TRACEBACK_OPENERS` line and the
-few lines before an `Exit code:` line) and diagnoses only that; every signature below is found
-from those lines alone.
+to the lines around `NEEDLES` in the log's last `logs.TAIL_SIZE` bytes and `HEAD_NEEDLES` in its
+first `HEAD_SIZE` (plus the traceback that follows a `TRACEBACK_OPENERS` line and the few lines
+before an `Exit code:` line) and diagnoses only that; every signature below is found from those
+lines alone.
 """
 
 from __future__ import annotations

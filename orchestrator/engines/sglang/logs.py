@@ -4,23 +4,25 @@ Every "Decode batch" / "Prefill batch" format from 0.4.3 to 0.5.23 is read (see
 shared/reference/sglang.md section 1): fields are taken by name, so order, optional fields and a
 trailing comma do not matter. Pure: callers hand in the text (str) or the raw bytes.
 
-Speed: a log can be gigabytes, so nothing here walks it line by line. Each literal we look for
-("Decode batch", the failure phrases, the debug tag, ...) is located with `find`; only the lines
-that hold one are cut out, decoded and parsed. `find` of one character is memchr-fast, so each
-literal is searched by its rarest character (measured on a sample of the log) and then checked in
-place; the log is walked in cache-sized chunks so the several searches reuse the cached bytes.
+Speed (a log can be gigabytes): nothing walks the log line by line. One literal search finds the
+stats lines ("batch"), one finds the debug lines (the debug pattern's literal); only those lines
+are cut out. A server prints one layout of stats line over and over, so a block of them is parsed
+by one regex built for that layout (`findall` over the joined block) and converted column by
+column. Failure signatures are looked for in the log's head and tail only: argparse fails before
+anything else is printed, and a crash is the last thing a dying server writes.
 """
 
 from __future__ import annotations
 
-import gc
 import re
-from collections import deque
 from dataclasses import dataclass
-from itertools import repeat
-from typing import Callable
+from functools import lru_cache
+from itertools import compress, repeat
+from operator import contains
+from typing import Callable, NamedTuple
 
 from .diagnosis import HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, TRACEBACK_OPENERS, Diagnosis, diagnose
+from .fields import parse_fields
 
 __all__ = [
     "READY_LINE", "DEFAULT_DEBUG_PATTERN", "DecodeStats", "PrefillStats", "DebugLine", "LogReport", "Diagnosis",
@@ -33,10 +35,11 @@ DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"  # a bracketed tag ending i
 DECODE = "Decode batch"
 PREFILL = "Prefill batch"
 SERVER_ARGS = "server_args="
+TAIL_SIZE = 4 << 20  # the end of the log searched for failure signatures (a traceback is far shorter)
+BLOCK_LINES = 4096  # stats lines parsed by one layout regex at a time
 
 
-@dataclass(frozen=True)
-class DecodeStats:
+class DecodeStats(NamedTuple):
     time: str | None  # "2026-10-30 12:00:06" or with ".mmm"
     ranks: dict[str, int]  # {"DP": 1, "TP": 0, ...} from the log prefix
     iteration: int | None  # the optional " [N]" after "Decode batch"
@@ -51,8 +54,7 @@ class DecodeStats:
     extra: dict[str, float]  # every other "name: number" field, named as printed ("#prealloc-req", "cap len", ...)
 
 
-@dataclass(frozen=True)
-class PrefillStats:
+class PrefillStats(NamedTuple):
     time: str | None
     ranks: dict[str, int]
     iteration: int | None
@@ -84,82 +86,86 @@ class LogReport:
     diagnosis: Diagnosis | None
 
 
-# ---- decode / prefill lines -------------------------------------------------------------------
+# ---- one stats line ---------------------------------------------------------------------------
 
-_PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?:\s+[A-Z][A-Z_]*\d+)*)\]\s*$")
-_RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
+@dataclass(frozen=True, eq=False)  # hashed by identity: a cache key
+class _Kind:
+    header: str
+    record: type
+    known: dict[str, tuple[str, type]]  # printed name -> (record field, converter)
+
+
 _GRAPHS = {"cuda graph", "cpu graph", "npu graph", "musa graph"}
-_DECODE_FIELDS: dict[str, tuple[str, type]] = {
+_DECODE = _Kind(DECODE, DecodeStats, {
     "#running-req": ("running_req", int), "#token": ("tokens", int), "#full token": ("tokens", int),
     "token usage": ("token_usage", float), "full token usage": ("token_usage", float),
     "accept len": ("accept_len", float), "accept rate": ("accept_rate", float),
     "gen throughput (token/s)": ("gen_throughput", float), "#queue-req": ("queue_req", int),
-}
-_PREFILL_FIELDS: dict[str, tuple[str, type]] = {
+})
+_PREFILL = _Kind(PREFILL, PrefillStats, {
     "#new-seq": ("new_seq", int), "#new-token": ("new_token", int), "#cached-token": ("cached_token", int),
     "token usage": ("token_usage", float), "full token usage": ("token_usage", float),
     "#running-req": ("running_req", int), "#queue-req": ("queue_req", int), "#pending-token": ("pending_token", int),
     "input throughput (token/s)": ("input_throughput", float),
-}
-_rank_cache: dict[str, tuple[tuple[str, int], ...]] = {}
+})
+_PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?:\s+[A-Z][A-Z_]*\d+)*)\]\s*$")
+_RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 
 
 def parse_decode_line(line: str) -> DecodeStats | None:
     """The stats on one "Decode batch" line, or None if the line is not one."""
-    parsed = _parse_stats(line, DECODE, _DECODE_FIELDS)
-    return None if parsed is None else DecodeStats(**parsed)
+    return _parse_line(line, _DECODE)
 
 
 def parse_prefill_line(line: str) -> PrefillStats | None:
     """The stats on one "Prefill batch" line, or None if the line is not one."""
-    parsed = _parse_stats(line, PREFILL, _PREFILL_FIELDS)
-    return None if parsed is None else PrefillStats(**parsed)
+    return _parse_line(line, _PREFILL)
 
 
-def _parse_stats(line: str, header: str, known: dict[str, tuple[str, type]]) -> dict | None:
-    at = line.find(header)
+def _parse_line(line: str, kind: _Kind):
+    at = line.find(kind.header)
     if at < 0:
         return None
-    values: dict = {name: None for name, _ in known.values()}
+    values: dict = dict.fromkeys(kind.record._fields)
     prefix = _PREFIX.search(line, 0, at)
     values["time"] = prefix.group(1) if prefix else None
-    values["ranks"] = dict(_ranks(prefix.group(2)) if prefix else ())
-    rest = line[at + len(header):]
-    values["iteration"] = None
-    if rest.startswith(" ["):
-        close = rest.find("]")
-        values["iteration"] = _number(rest[2:close], int)
-        rest = rest[close + 1:]
-    if rest[:1] in (".", ","):
-        rest = rest[1:]
-    values["graph"] = None
+    values["ranks"] = _ranks(prefix.group(2) if prefix else "")
+    body = line[at + len(kind.header):]
+    if body.startswith(" ["):
+        close = body.find("]")
+        values["iteration"] = _number(body[2:close], int)
+        body = body[close + 1:]
     extra: dict[str, float] = {}
     seen = False
-    for item in rest.strip(" \t\r\n,").split(", "):
-        name, sep, value = item.partition(": ")
-        if not sep:
-            continue
-        if name in known:
-            field, kind = known[name]
-            values[field] = _number(value, kind)
+    for name, value in _items(body):
+        if name in kind.known:
+            field, convert = kind.known[name]
+            values[field] = _number(value, convert)
             seen = True
         elif name in _GRAPHS:
             values["graph"] = {"True": True, "False": False}.get(value.strip())
-        else:
-            number = _number(value.rstrip("% "), float)
-            if number is not None:
-                extra[name] = number
+        elif (number := _number(value.rstrip("% "), float)) is not None:
+            extra[name] = number
     if not seen:
         return None
     values["extra"] = extra
-    return values
+    return kind.record(**values)
 
 
-def _ranks(text: str) -> tuple[tuple[str, int], ...]:
-    cached = _rank_cache.get(text)
-    if cached is None:
-        cached = _rank_cache[text] = tuple((name, int(num)) for name, num in _RANK.findall(text))
-    return cached
+def _items(body: str) -> list[tuple[str, str]]:
+    """("name", "value") of each "name: value" after the header ("." or "," and a trailing comma allowed)."""
+    body = body.lstrip(".,").strip(" \t\r\n,")
+    return [(name, value) for name, sep, value in (item.partition(": ") for item in body.split(", ")) if sep]
+
+
+def _ranks(text: str | bytes) -> dict[str, int]:
+    return dict(_rank_pairs(text))
+
+
+@lru_cache(maxsize=256)
+def _rank_pairs(text: str | bytes) -> tuple[tuple[str, int], ...]:
+    text = text.decode() if isinstance(text, bytes) else text
+    return tuple((name, int(num)) for name, num in _RANK.findall(text))
 
 
 def _number(text: str, kind: type):
@@ -169,191 +175,90 @@ def _number(text: str, kind: type):
         return None
 
 
-# ---- many stats lines at once -----------------------------------------------------------------
-# A log repeats one or two line layouts (the field names in order) thousands of times. Each layout
-# seen gets one regex that matches the whole line; all lines are matched, converted column by
-# column and turned into records with C-level map() calls, so no Python code runs per line.
-# Lines no layout matches go through `_parse_stats` one at a time.
+# ---- many stats lines: one regex per layout ----------------------------------------------------
 
-_LAYOUT_PREFIX = r"[^\[\n]*\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?:[ \t]+[A-Z][A-Z_]*\d+)*)\][ \t]*"
-_layouts: dict[tuple, tuple] = {}  # (header, names, percent flags, is bytes) -> (regex, converters)
+# Anything before the bracket (a Ray actor's "(Engine pid=1) ") holds no "[": no backtracking.
+_LAYOUT_PREFIX = r"^[^\[\n]*\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?:[ \t]+[A-Z][A-Z_]*\d+)*)\][ \t]*"
 _BOOLS = {"True": True, "False": False, b"True": True, b"False": False}
 
 
-class _Kind:
-    def __init__(self, cls: type, header: str, known: dict[str, tuple[str, type]]):
-        self.cls, self.header, self.known = cls, header, known
-        self.fields = tuple(cls.__dataclass_fields__)
+@dataclass(frozen=True)
+class _Layout:
+    """The field names of one stats line in order: a regex that matches every line printed the same
+    way, and per value group the record field (or extra name) and converter."""
+
+    regex: re.Pattern
+    columns: tuple[tuple[str, bool, Callable], ...]  # (name, is an extra, converter)
 
 
-_DECODE_KIND = _Kind(DecodeStats, DECODE, _DECODE_FIELDS)
-_PREFILL_KIND = _Kind(PrefillStats, PREFILL, _PREFILL_FIELDS)
-
-
-def _parse_many(lines: list, kind: _Kind) -> list:
-    """Records for the lines (str or bytes) that are stats lines of `kind`, in order."""
-    out: list = [None] * len(lines)
-    todo = list(range(len(lines)))
-    tried: set = set()
-    is_bytes = bool(lines) and isinstance(lines[0], bytes)
-    while todo:
-        layout = next((key for key in _layouts if key[0] == kind.header and key[3] == is_bytes and key not in tried),
-                      None)
-        if layout is None:
-            first = todo.pop(0)
-            out[first], layout = _parse_one(lines[first], kind)
-            if layout is None or layout in tried:
-                continue
-        tried.add(layout)
-        regex, columns = _layouts[layout]
-        matches = [regex.match(lines[i]) for i in todo]
-        hit = [i for i, m in zip(todo, matches) if m is not None]
-        todo = [i for i, m in zip(todo, matches) if m is None]
-        if hit:
-            try:
-                records = _records([m for m in matches if m is not None], columns, kind)
-            except (ValueError, KeyError):  # a value that is not a number: take these lines one by one
-                records = [_parse_one(lines[i], kind)[0] for i in hit]
-            for i, record in zip(hit, records):
-                out[i] = record
-    return [record for record in out if record is not None]
-
-
-def _parse_one(line, kind: _Kind) -> tuple:
-    """One record the slow way, and the key of its layout (registered for the next lines)."""
-    is_bytes = isinstance(line, bytes)
-    text = line.decode("utf-8", "replace") if is_bytes else line
-    values = _parse_stats(text, kind.header, kind.known)
-    if values is None:
-        return None, None
-    body = text[text.find(kind.header) + len(kind.header):].lstrip(" [0123456789]").lstrip(".,").strip(" \t\r\n,")
-    items = [item.partition(": ") for item in body.split(", ")]
-    names = tuple(name for name, sep, _ in items if sep)
-    percent = tuple(value.rstrip().endswith("%") for name, sep, value in items if sep)
-    key = (kind.header, names, percent, is_bytes)
-    if key not in _layouts and len(names) == len(items):
-        if len(_layouts) > 64:
-            _layouts.clear()
-        _layouts[key] = _compile_layout(kind, names, percent, is_bytes)
-    return kind.cls(**values), key if key in _layouts else None
-
-
-def _compile_layout(kind: _Kind, names: tuple, percent: tuple, is_bytes: bool) -> tuple:
-    parts = [re.escape(name) + (r": ([^,%]*)%" if pct else r": ([^,]*)") for name, pct in zip(names, percent)]
-    source = _LAYOUT_PREFIX + re.escape(kind.header) + r"(?: \[(\d+)\])?[.,]? " + ", ".join(parts) + r"[,\s]*$"
-    columns = []  # per value group: (field or extra name, converter)
-    for name in names:
+@lru_cache(maxsize=64)
+def _layout(kind: _Kind, sample: str, is_bytes: bool) -> _Layout:
+    items = _items(sample[sample.find(kind.header) + len(kind.header):].lstrip(" [0123456789]"))
+    parts, columns = [], []
+    for name, value in items:
+        percent = value.rstrip().endswith("%")
+        parts.append(re.escape(name) + (r": ([^,%\n]*)%" if percent else r": ([^,\n]*)"))
         if name in kind.known:
-            field, convert = kind.known[name]
-            columns.append((field, convert))
+            columns.append((*kind.known[name][:1], False, kind.known[name][1]))
         elif name in _GRAPHS:
-            columns.append(("graph", _BOOLS.__getitem__))
+            columns.append(("graph", False, _BOOLS.__getitem__))
         else:
-            columns.append((("extra", name), float))
-    return re.compile(source.encode() if is_bytes else source), columns
+            columns.append((name, True, float))
+    source = (_LAYOUT_PREFIX + re.escape(kind.header) + r"(?: \[(\d+)\])?[.,]? " + ", ".join(parts)
+              + r"[, \t\r]*$")
+    return _Layout(re.compile(source.encode() if is_bytes else source, re.MULTILINE), tuple(columns))
 
 
-def _records(matches: list, columns: list, kind: _Kind) -> list:
-    n = len(matches)
-    groups = list(zip(*map(re.Match.groups, matches)))
-    times, ranks, iterations, values = groups[0], groups[1], groups[2], groups[3:]
-    if times and isinstance(times[0], bytes):
-        times = map(bytes.decode, times)
-        ranks = [r.decode() for r in ranks]
-    data: dict = {field: repeat(None, n) for field in kind.fields}
-    data["time"] = times
-    data["ranks"] = map(dict, map(_ranks, ranks))
-    data["iteration"] = repeat(None, n) if not any(iterations) else [int(i) if i else None for i in iterations]
-    extra_names, extra_values = [], []
-    for (field, convert), column in zip(columns, values):
-        if isinstance(field, tuple):
-            extra_names.append(field[1])
-            extra_values.append(map(convert, column))
-        else:
-            data[field] = map(convert, column)
-    data["extra"] = map(dict, map(zip, repeat(extra_names), zip(*extra_values))) if extra_names else (
-        {} for _ in range(n))
-    rows = map(dict, map(zip, repeat(kind.fields), zip(*(data[field] for field in kind.fields))))
-    records = list(map(object.__new__, repeat(kind.cls, n)))
-    # Frozen dataclass __init__ costs ~1.5 us a record; filling __dict__ directly gives the same
-    # object (equal, same repr, asdict-able) for a fraction of that. The classes have no __post_init__.
-    deque(map(object.__setattr__, records, repeat("__dict__"), rows), maxlen=0)
+def _parse_lines(lines: list, kind: _Kind) -> list:
+    """Records for the stats lines (all str or all bytes), in order, block by block."""
+    records: list = []
+    for start in range(0, len(lines), BLOCK_LINES):
+        records += _parse_block(lines[start:start + BLOCK_LINES], kind)
     return records
+
+
+def _parse_block(lines: list, kind: _Kind) -> list:
+    """Fast when every line has the first line's layout (one server prints one); else line by line."""
+    is_bytes = isinstance(lines[0], bytes)
+    sample = lines[0].decode("utf-8", "replace") if is_bytes else lines[0]
+    if _parse_line(sample, kind) is not None:
+        layout = _layout(kind, sample, is_bytes)
+        rows = layout.regex.findall((b"\n" if is_bytes else "\n").join(lines))
+        if len(rows) == len(lines):
+            try:
+                return _records(rows, layout, kind)
+            except (ValueError, KeyError):  # a value that is not a number: take the lines one by one
+                pass
+    texts = (line.decode("utf-8", "replace") for line in lines) if is_bytes else lines
+    return [record for record in map(_parse_line, texts, repeat(kind)) if record is not None]
+
+
+def _records(rows: list[tuple], layout: _Layout, kind: _Kind) -> list:
+    """Records from the regex's rows, converted a column at a time (map over C builtins, no Python per line)."""
+    n = len(rows)
+    times, ranks, iterations, *values = zip(*rows)
+    data: dict = {field: repeat(None, n) for field in kind.record._fields}
+    data["time"] = map(bytes.decode, times) if isinstance(times[0], bytes) else times
+    distinct = {text: _rank_pairs(text) for text in set(ranks)}  # a server prints one or a few prefixes
+    data["ranks"] = map(dict, map(distinct.__getitem__, ranks))
+    data["iteration"] = (int(i) if i else None for i in iterations) if any(iterations) else repeat(None, n)
+    extra_names, extra_columns = [], []
+    for (name, is_extra, convert), column in zip(layout.columns, values):
+        if is_extra:
+            extra_names.append(name)
+            extra_columns.append(map(convert, column))
+        else:
+            data[name] = map(convert, column)
+    data["extra"] = map(dict, map(zip, repeat(extra_names), zip(*extra_columns))) if extra_names else (
+        {} for _ in range(n))
+    return list(map(kind.record._make, zip(*(data[field] for field in kind.record._fields))))
 
 
 # ---- debug lines ------------------------------------------------------------------------------
 
-# A value the regex takes whole: plain text, quoted strings and brackets nested two deep.
-_QUOTED = r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\""
-_NEST1 = r"\((?:[^()\[\]{{}}'\"]|{q})*\)|\[(?:[^()\[\]{{}}'\"]|{q})*\]|\{{(?:[^()\[\]{{}}'\"]|{q})*\}}".format(q=_QUOTED)
-_NEST2 = r"\((?:[^()\[\]{{}}'\"]|{q}|{n})*\)|\[(?:[^()\[\]{{}}'\"]|{q}|{n})*\]|\{{(?:[^()\[\]{{}}'\"]|{q}|{n})*\}}".format(
-    q=_QUOTED, n=_NEST1)
-_FIELD = re.compile(r"([A-Za-z_][\w.\-]*)=((?:[^\s,()\[\]{{}}'\"]+|{q}|{n})*)".format(q=_QUOTED, n=_NEST2))
-_VALUE_ENDS = frozenset(" \t\r\n\f\v,")
-_PLAIN = re.compile(r"[^\s,()\[\]{}'\"]*")
-_SPECIAL = re.compile(r"[()\[\]{}'\"]")
-_CLOSER = {"(": ")", "[": "]", "{": "}"}
-
-
-def parse_fields(text: str) -> dict[str, str]:
-    """key=value pairs; a value runs to whitespace or a comma outside brackets and quotes."""
-    fields: dict[str, str] = {}
-    pos = 0
-    while (m := _FIELD.search(text, pos)) is not None:
-        end = m.end()
-        if end < len(text) and text[end] not in _VALUE_ENDS:  # nested deeper or unbalanced: walk it
-            end = _value_end(text, m.start(2))
-        fields[m.group(1)] = text[m.start(2):end]
-        pos = max(end, m.end(1) + 1)
-    return fields
-
-
-def _value_end(text: str, i: int) -> int:
-    n = len(text)
-    stack: list[str] = []
-    while i < n:
-        if not stack:
-            i = _PLAIN.match(text, i).end()
-            if i >= n or text[i] not in _CLOSER and text[i] not in "'\"":
-                return i  # whitespace, a comma, or a stray closer ends the value
-        else:
-            m = _SPECIAL.search(text, i)
-            if m is None:
-                return n
-            i = m.start()
-        c = text[i]
-        if c in "'\"":
-            i = _quote_end(text, i)
-        elif c in _CLOSER:
-            stack.append(_CLOSER[c])
-            i += 1
-        else:
-            if c == stack[-1]:
-                stack.pop()
-            i += 1
-    return n
-
-
-def _quote_end(text: str, i: int) -> int:
-    quote, i = text[i], i + 1
-    while (j := text.find(quote, i)) >= 0:
-        if text[j - 1] != "\\":
-            return j + 1
-        i = j + 1
-    return len(text)
-
-
 def extract_debug_lines(text: str, pattern: str = DEFAULT_DEBUG_PATTERN) -> list[DebugLine]:
     """Every line of `text` that the regex `pattern` matches, with its key=value fields."""
-    tag = re.compile(pattern)
-    literal = _required_literal(pattern)
-    positions = _find_all(text, [literal])[0] if literal else _regex_hits(text, tag, False)
-    return list(_debug_lines(text, positions, tag, "\n", lambda part: part))
-
-
-def _debug_lines(buf, positions: list[int], tag: re.Pattern[str], nl, text: Callable) -> tuple[DebugLine, ...]:
-    lines = (_debug_line(text(buf[s:e]), tag) for s, e in _line_spans(buf, positions, nl))
-    return tuple(line for line in lines if line is not None)
+    return list(parse_log(text, pattern).debug_lines)
 
 
 def _debug_line(line: str, tag: re.Pattern[str]) -> DebugLine | None:
@@ -384,74 +289,75 @@ def _required_literal(pattern: str) -> str | None:
 
 # ---- whole logs -------------------------------------------------------------------------------
 
-_CHUNK = 1 << 18  # walked chunk: stays in the CPU cache across the per-character searches
-_SAMPLE = 1 << 16
 _TRACEBACK_WINDOW = 1 << 16  # bytes after a traceback header kept for the diagnosis
 
 
 def parse_log(text: str, debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> LogReport:
     """Everything known in a whole log given as text."""
-    return _report(text, debug_pattern, lambda part: part)
+    return _report(text, debug_pattern, str)
 
 
 def parse_log_bytes(data: bytes, debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> LogReport:
     """Like `parse_log`, on raw bytes; only the lines used are decoded (UTF-8, bad bytes replaced)."""
-    return _report(data, debug_pattern, lambda part: part.decode("utf-8", "replace"))
+    return _report(bytes(data), debug_pattern, lambda part: part.decode("utf-8", "replace"))
 
 
 def _report(buf, debug_pattern: str, text: Callable) -> LogReport:
-    # Hundreds of thousands of records and nothing cyclic: collector passes over them only cost time.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _report_unsafe(buf, debug_pattern, text)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _report_unsafe(buf, debug_pattern: str, text: Callable) -> LogReport:
-    is_bytes = isinstance(buf, (bytes, bytearray))
-    nl = b"\n" if is_bytes else "\n"
+    encode = (lambda s: s.encode()) if isinstance(buf, bytes) else str
+    nl, decode_header, prefill_header = encode("\n"), encode(DECODE), encode(PREFILL)
+    stats = _lines_with(buf, encode("batch"), nl)  # one search finds both kinds
+    decode_lines = list(compress(stats, map(contains, stats, repeat(decode_header))))
+    prefill_lines = list(compress(stats, map(contains, stats, repeat(prefill_header))))
+    args = _lines_with(buf, encode(SERVER_ARGS), nl, first_only=True)
+    server_args = text(args[0]).split(SERVER_ARGS, 1)[1].rstrip("\r") if args else None
     tag = re.compile(debug_pattern)
     literal = _required_literal(debug_pattern)
-    names = [DECODE, PREFILL, READY_LINE, *NEEDLES] + ([literal] if literal else [])
-    found = _find_all(buf, [name.encode() if is_bytes else name for name in names])
-    hits = dict(zip(names, found))
-    head = buf[:HEAD_SIZE]
-    for name in (SERVER_ARGS, *HEAD_NEEDLES):  # printed once, at the start: the first one is enough
-        at = (head if name in HEAD_NEEDLES else buf).find(name.encode() if is_bytes else name)
-        hits[name] = [at] if at >= 0 else []
-
-    def raw_lines(name: str) -> list:
-        return [buf[s:e] for s, e in _line_spans(buf, hits[name], nl)]
-
-    def lines(name: str) -> list[str]:
-        return [text(line) for line in raw_lines(name)]
-
-    decode = tuple(_parse_many(raw_lines(DECODE), _DECODE_KIND))
-    prefill = tuple(_parse_many(raw_lines(PREFILL), _PREFILL_KIND))
-    args = lines(SERVER_ARGS)[:1]
-    server_args = args[0].split(SERVER_ARGS, 1)[1].rstrip("\r") if args else None
-    positions = hits[literal] if literal else _regex_hits(buf, tag, is_bytes)
-    if positions is None:  # the pattern has no bytes form: scan the decoded text instead
-        return _report_unsafe(text(buf), debug_pattern, lambda part: part)
-    debug = _debug_lines(buf, positions, tag, nl, text)
-    return LogReport(decode, prefill, bool(hits[READY_LINE]), server_args, debug,
-                     _diagnose_hits(buf, hits, nl, text))
+    if literal:
+        # Searched without leading punctuation: re scans for a literal's first byte, and "-", "[" or ":"
+        # are on every timestamped line. The tag regex below still decides.
+        candidates = _lines_with(buf, encode(literal.lstrip("-[]():. ") or literal), nl)
+    elif isinstance(buf, bytes):  # no literal to search for: the pattern runs over the decoded text
+        return _report(text(buf), debug_pattern, str)
+    else:
+        candidates = _lines_with(buf, tag, nl)
+    texts = text(nl.join(candidates)).split("\n") if candidates else []  # one decode for all of them
+    debug = tuple(line for line in map(_debug_line, texts, repeat(tag)) if line is not None)
+    return LogReport(
+        decode=tuple(_parse_lines(decode_lines, _DECODE)) if decode_lines else (),
+        prefill=tuple(_parse_lines(prefill_lines, _PREFILL)) if prefill_lines else (),
+        ready=buf.find(encode(READY_LINE)) >= 0,
+        server_args=server_args,
+        debug_lines=debug,
+        diagnosis=_diagnose_ends(buf, encode, nl, text),
+    )
 
 
-def _diagnose_hits(buf, hits: dict[str, list[int]], nl, text: Callable) -> Diagnosis | None:
-    """Diagnose only the lines around the failure phrases found (and the tracebacks they open)."""
+def _lines_with(buf, needle, nl, *, first_only: bool = False) -> list:
+    """Each distinct line of buf holding `needle` (a literal, or a compiled regex), without its newline."""
+    finder = needle if isinstance(needle, re.Pattern) else re.compile(re.escape(needle))
+    lines, line_end = [], -1
+    for match in finder.finditer(buf):
+        at = match.start()
+        if at < line_end:  # a second hit on a line already taken
+            continue
+        line_end = buf.find(nl, at)
+        line_end = len(buf) if line_end < 0 else line_end
+        lines.append(buf[buf.rfind(nl, 0, at) + 1:line_end])
+        if first_only:
+            break
+    return lines
+
+
+def _diagnose_ends(buf, encode: Callable, nl, text: Callable) -> Diagnosis | None:
+    """Diagnose the lines around the failure phrases in the head and the tail (and the tracebacks
+    they open)."""
     spans = []
-    for name in (*NEEDLES, *HEAD_NEEDLES):
-        for start, end in _line_spans(buf, hits[name], nl):
-            if name in TRACEBACK_OPENERS:
-                stop = buf.find(nl, min(len(buf), start + _TRACEBACK_WINDOW))
-                end = len(buf) if stop < 0 else stop
-            for _ in range(LINES_BEFORE.get(name, 0)):
-                start = buf.rfind(nl, 0, max(0, start - 1)) + 1
-            spans.append((start, end))
+    for names, start, end in ((HEAD_NEEDLES, 0, HEAD_SIZE), (NEEDLES, max(0, len(buf) - TAIL_SIZE), len(buf))):
+        for name in names:
+            at = buf.find(encode(name), start, end)
+            while at >= 0:
+                spans.append(_evidence_span(buf, nl, name, at))
+                at = buf.find(encode(name), spans[-1][1], end)
     if not spans:
         return None
     merged: list[list[int]] = []
@@ -463,60 +369,24 @@ def _diagnose_hits(buf, hits: dict[str, list[int]], nl, text: Callable) -> Diagn
     return diagnose("\n".join(text(buf[s:e]) for s, e in merged))
 
 
-def _find_all(buf, needles: list) -> list[list[int]]:
-    """Sorted start offsets of every occurrence of each needle in buf (str or bytes)."""
-    n = len(buf)
-    sample = buf if n <= 3 * _SAMPLE else buf[:_SAMPLE] + buf[n // 2:n // 2 + _SAMPLE] + buf[-_SAMPLE:]
-    counts = {c: sample.count(c) for needle in needles for c in set(needle)}
-    by_char: dict = {}
-    plain = []
-    for index, needle in enumerate(needles):
-        rarest = min(set(needle), key=counts.__getitem__)
-        if counts[rarest] * 1024 > len(sample):  # over one per KiB: checking each costs more than a find
-            plain.append((index, needle))
-        else:
-            by_char.setdefault(rarest, []).extend((index, needle, at) for at, c in enumerate(needle) if c == rarest)
-    found: list[list[int]] = [[] for _ in needles]
-    find, startswith = buf.find, buf.startswith
-    for start in range(0, n, _CHUNK):
-        end = min(n, start + _CHUNK)
-        for c, targets in by_char.items():
-            at = find(c, start, end)
-            while at >= 0:
-                for index, needle, offset in targets:
-                    if at >= offset and startswith(needle, at - offset):
-                        found[index].append(at - offset)
-                at = find(c, at + 1, end)
-        for index, needle in plain:
-            stop = min(n, end + len(needle) - 1)
-            at = find(needle, start, stop)
-            while at >= 0:
-                found[index].append(at)
-                at = find(needle, at + 1, stop)
-    return [sorted(set(positions)) for positions in found]
+def _evidence_span(buf, nl, name: str, at: int) -> tuple[int, int]:
+    """The line holding `at`, with the traceback it opens or the lines it needs before it."""
+    start = buf.rfind(nl, 0, at) + 1
+    end = buf.find(nl, at)
+    end = len(buf) if end < 0 else end
+    if name in TRACEBACK_OPENERS:
+        stop = buf.find(nl, min(len(buf), start + _TRACEBACK_WINDOW))
+        end = len(buf) if stop < 0 else stop
+    for _ in range(LINES_BEFORE.get(name, 0)):
+        start = buf.rfind(nl, 0, max(0, start - 1)) + 1
+    return start, end
 
 
-def _regex_hits(buf, tag: re.Pattern[str], is_bytes: bool) -> list[int] | None:
-    """Match offsets of a debug pattern with no usable literal (a full regex scan, slower); None if
-    the pattern cannot be applied to bytes."""
-    if is_bytes:
-        try:
-            tag = re.compile(tag.pattern.encode("utf-8"), tag.flags & ~re.UNICODE)
-        except (re.error, ValueError):
-            return None
-    return [m.start() for m in tag.finditer(buf)]
-
-
-def _line_spans(buf, positions: list[int], nl) -> list[tuple[int, int]]:
-    """(start, end) of each distinct line holding one of the sorted positions, without the newline."""
-    spans = []
-    line_end = -1
-    for at in positions:
-        if at < line_end:
-            continue
-        start = buf.rfind(nl, 0, at) + 1
-        line_end = buf.find(nl, at)
-        if line_end < 0:
-            line_end = len(buf)
-        spans.append((start, line_end))
-    return spans
+def host_grep_pattern(debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> str | None:
+    """An extended regex (for `grep -E` on the host) matching every line `parse_log` reads outside
+    the log's last TAIL_SIZE bytes; None when the debug pattern has no literal to search for."""
+    literal = _required_literal(debug_pattern)
+    if literal is None:
+        return None
+    return "|".join(re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", text)
+                    for text in ("batch", READY_LINE, SERVER_ARGS, literal, *HEAD_NEEDLES))

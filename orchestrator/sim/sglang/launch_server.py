@@ -5,11 +5,13 @@ import warnings
 
 from sglang.srt.entrypoints.http_server import launch_server
 from sglang.srt.server_args import prepare_server_args
+from sglang.srt.utils import is_old_style
 
 if __name__ == "__main__":
-    warnings.warn(
-        "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.",
-        UserWarning,
-    )
+    if not is_old_style():  # 0.5.14+ recommends `sglang serve`
+        warnings.warn(
+            "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.",
+            UserWarning,
+        )
     server_args = prepare_server_args(sys.argv[1:])
     launch_server(server_args)

@@ -29,7 +29,10 @@ class DeprecatedStoreTrueAction(argparse.Action):
         self.new_hint = new_hint
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"'{option_string}' is deprecated and will be removed in a future release. {self.new_hint}", file=sys.stderr, flush=True)
+        from sglang.srt.utils import is_old_style
+
+        if not is_old_style():  # deprecated from 0.5.14
+            print(f"'{option_string}' is deprecated and will be removed in a future release. {self.new_hint}", file=sys.stderr, flush=True)
         setattr(namespace, self.dest, True)
 
 

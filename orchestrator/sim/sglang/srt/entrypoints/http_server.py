@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sglang.srt.entrypoints.engine import _launch_subprocesses
 from sglang.srt.managers.tokenizer_manager import ServerStatus
-from sglang.srt.utils import configure_uvicorn_loggers, env_bool, get_exception_traceback, kill_process_tree
+from sglang.srt.utils import configure_uvicorn_loggers, env_bool, get_exception_traceback, is_old_style, kill_process_tree
 from sglang.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
         route = ROUTES.get(path)
+        if is_old_style() and path in NEWER_ROUTES:  # before 0.5.9 only the /get_* names existed
+            route = None
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         if route is None:
@@ -158,7 +160,7 @@ def ready(request: Handler, body: bytes) -> None:
 
 
 def model_info(request: Handler, body: bytes) -> None:
-    if request.path.startswith("/get_model_info"):
+    if request.path.startswith("/get_model_info") and not is_old_style():
         logger.warning("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.")
     args = _global_state.server_args
     config = _global_state.tokenizer_manager.model_config
@@ -185,7 +187,7 @@ def model_info(request: Handler, body: bytes) -> None:
 
 
 def server_info(request: Handler, body: bytes) -> None:
-    if request.path.startswith("/get_server_info"):
+    if request.path.startswith("/get_server_info") and not is_old_style():
         logger.warning("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.")
     args = _global_state.server_args
     scheduler = _global_state.tokenizer_manager.scheduler
@@ -320,6 +322,7 @@ def metrics(request: Handler, body: bytes) -> None:
     request.send_body(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")
 
 
+NEWER_ROUTES = ("/model_info", "/server_info", "/ready")
 ROUTES = {
     "/health": ({"GET"}, health_generate),
     "/health_generate": ({"GET"}, health_generate),
@@ -346,7 +349,7 @@ def _wait_and_warmup(server_args) -> None:
     for _ in range(1200):
         time.sleep(0.05)
         try:
-            urllib.request.urlopen(f"{url}/model_info", timeout=5).read()
+            urllib.request.urlopen(f"{url}/{'get_model_info' if is_old_style() else 'model_info'}", timeout=5).read()
             break
         except OSError:
             continue

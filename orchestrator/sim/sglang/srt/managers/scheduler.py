@@ -18,7 +18,7 @@ from collections import deque
 from sglang.srt import _torch as torch
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.model_executor.model_runner import ModelRunner, SimulatedGpuMemory
-from sglang.srt.utils import env_bool, get_exception_traceback, rank_logger, rank_prefix, simulated_failure
+from sglang.srt.utils import env_bool, get_exception_traceback, log_style, rank_logger, rank_prefix, simulated_failure
 
 logger = logging.getLogger(__name__)
 
@@ -179,12 +179,16 @@ class Scheduler:
         first_tokens = model.next_token_ids([r.origin_input_ids for r in reqs])
         used = self._num_used_tokens() + sum(len(r.origin_input_ids) for r in reqs)
         iter_msg = f" [{self.forward_ct_decode}]" if env_bool("SGLANG_LOG_FORWARD_ITERS") else ""
-        logger.info(
-            f"Prefill batch{iter_msg}, #new-seq: {len(reqs)}, #new-token: {new_tokens}, "
-            f"#cached-token: {sum(r.cached_tokens for r in reqs)}, token usage: {used / self.max_total_num_tokens:.2f}, "
-            f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting_queue)}, #pending-token: 0, "
-            f"cuda graph: False, input throughput (token/s): {self.last_input_throughput:.2f}"
+        counts = (
+            f"#new-seq: {len(reqs)}, #new-token: {new_tokens}, #cached-token: {sum(r.cached_tokens for r in reqs)}, "
+            f"token usage: {used / self.max_total_num_tokens:.2f}, #running-req: {len(self.running)}, "
+            f"#queue-req: {len(self.waiting_queue)}, "
         )
+        if log_style() == "0.5.23":
+            logger.info(f"Prefill batch{iter_msg}, {counts}#pending-token: 0, cuda graph: False, "
+                        f"input throughput (token/s): {self.last_input_throughput:.2f}")
+        else:  # 0.4.10 and 0.5.3: "." after the header, nothing after #queue-req but ", "
+            logger.info(f"Prefill batch. {counts}")
         self.prompt_tokens_total += sum(len(r.origin_input_ids) for r in reqs)
         for req, token in zip(reqs, first_tokens):
             self._append_tokens(req, [token])
@@ -227,24 +231,30 @@ class Scheduler:
         self.last_decode_stats_tic = now
         self.num_generated_tokens = 0
         used = self._num_used_tokens()
-        iter_msg = f" [{self.forward_ct_decode}]" if env_bool("SGLANG_LOG_FORWARD_ITERS") else ""
-        msg = f"Decode batch{iter_msg}, #running-req: {num_running_reqs}, #token: {used}, token usage: {used / self.max_total_num_tokens:.2f}, "
+        style = log_style()
+        iter_msg = f" [{self.forward_ct_decode}]" if env_bool("SGLANG_LOG_FORWARD_ITERS") and style == "0.5.23" else ""
+        header = f"Decode batch{iter_msg}," if style == "0.5.23" else "Decode batch."
+        msg = f"{header} #running-req: {num_running_reqs}, #token: {used}, token usage: {used / self.max_total_num_tokens:.2f}, "
         if self.draft_worker is not None:
             forward_ct = max(self.spec_num_forward_ct, 1)
             self.last_spec_accept_length = self.spec_num_accept_tokens / forward_ct
             denominator = forward_ct * max(self.server_args.speculative_num_draft_tokens - 1, 1)
             self.last_spec_accept_rate = self.spec_num_correct_drafts / denominator
+            if style == "0.5.3":  # its definition: accepted tokens / (forward_ct * (num_steps + 1))
+                self.last_spec_accept_rate = self.last_spec_accept_length / (self.server_args.speculative_num_steps + 1)
             self.spec_total_num_accept_tokens += self.spec_num_accept_tokens
             self.spec_total_num_forward_ct += self.spec_num_forward_ct
             self.spec_num_accept_tokens = self.spec_num_forward_ct = self.spec_num_correct_drafts = 0
-            msg += f"accept len: {self.last_spec_accept_length:.2f}, accept rate: {self.last_spec_accept_rate:.2f}, "
+            msg += f"accept len: {self.last_spec_accept_length:.2f}, "
+            if style != "0.4.10":
+                msg += f"accept rate: {self.last_spec_accept_rate:.2f}, "
         cuda_graph = not self.server_args.disable_cuda_graph and num_running_reqs <= self.server_args.cuda_graph_max_bs_decode
         msg += (
             f"cuda graph: {cuda_graph}, "
             f"gen throughput (token/s): {self.last_gen_throughput:.2f}, "
             f"#queue-req: {len(self.waiting_queue)}"
         )
-        logger.info(msg)
+        logger.info(msg if style == "0.5.23" else msg + ", ")  # older releases end with ", "
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import uuid
 
 from sglang.srt.hf_transformers_utils import get_tokenizer
 from sglang.srt.managers.scheduler import Req
-from sglang.srt.utils import kill_process_tree
+from sglang.srt.utils import kill_process_tree, log_style
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,10 @@ class TokenizerManager:
         }
         if finished and req.finished_reason is not None and req.requested_max_new_tokens == 0:
             meta["finish_reason"] = {"type": "length", "length": 0}
-        if finished and self.server_args.speculative_algorithm and req.spec_verify_ct > 0:
+        spec_on = finished and self.server_args.speculative_algorithm and req.spec_verify_ct > 0
+        if log_style() != "0.5.23":
+            return self._old_output(req, output_ids, meta, spec_on)
+        if spec_on:
             proposed = req.spec_verify_ct * (self.server_args.speculative_num_draft_tokens - 1)
             meta["spec_accept_rate"] = req.spec_num_correct_drafts / proposed if proposed else 0.0
             meta["spec_accept_length"] = len(output_ids) / req.spec_verify_ct
@@ -147,6 +150,24 @@ class TokenizerManager:
             meta["spec_num_proposed_drafts"] = proposed
             meta["spec_verify_ct"] = req.spec_verify_ct
         return {"text": self.tokenizer.decode(output_ids), "output_ids": list(output_ids), "meta_info": meta}
+
+    def _old_output(self, req: Req, output_ids: list[int], meta: dict, spec_on: bool) -> dict:
+        """meta_info of 0.4.10 (only `spec_verify_ct`, no output_ids in text mode) and of the 0.5.3
+        style (as read in 0.5.4.post3: `total_retractions`, `spec_accept_rate`/`spec_accept_length`
+        always 0 next to the real `spec_verify_ct`)."""
+        keep = ("id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens")
+        old = {key: meta[key] for key in keep}
+        if log_style() == "0.5.3":
+            old = {**old, "weight_version": meta["weight_version"], "total_retractions": 0}
+            if spec_on:
+                old.update(spec_accept_rate=0.0, spec_accept_length=0)
+        if spec_on:
+            old["spec_verify_ct"] = req.spec_verify_ct
+        old["e2e_latency"] = meta["e2e_latency"]
+        response = {"text": self.tokenizer.decode(output_ids), "meta_info": old}
+        if log_style() == "0.5.3":
+            response["output_ids"] = list(output_ids)
+        return response
 
 
 def install_launch_phase_sigquit_handler() -> None:

@@ -91,6 +91,11 @@ class ModelRunner:
             eagle_config = {}
         if not eagle_config.get("use_aux_hidden_state", True):
             return
+        if not hasattr(self.model, "set_eagle3_layers_to_capture") and simulated_failure() == "aux-capture":
+            raise ValueError(  # what 0.5.23 raises; the silent fallback is what older releases did
+                f"Model {type(self.model).__name__} does not implement set_eagle3_layers_to_capture, which EAGLE3 "
+                "aux hidden-state capture requires."
+            )
         if hasattr(self.model, "set_eagle3_layers_to_capture"):
             self.model.set_eagle3_layers_to_capture(eagle_config.get("eagle_aux_hidden_state_layer_ids"))
 

@@ -1,0 +1,215 @@
+"""An SGLang version's flag set, read from its source without importing it, and the check of a
+rendered launch command against it.
+
+Where flags are declared (shared/reference/sglang.md section 5):
+- <= 0.5.13: literal `parser.add_argument("--flag", ...)` calls in `srt/server_args.py`;
+- 0.5.14-0.5.19: also fields `name: A[T, "help"]` / `name: A[T, Arg(..., cli_name=, aliases=,
+  no_cli=True)]` in `server_args.py` (the flag is `--` + name with `-` for `_`);
+- >= 0.5.20: those fields live in `srt/arg_groups/fields/*.py`.
+A flag registered with a `Deprecated*Action` (or whose help says "Deprecated") is deprecated; one
+with `DeprecatedAction(error_message=...)` stops the launch, so it counts as removed. argparse
+accepts unique prefixes (`allow_abbrev`), so a prefix of several flags is an error, as in SGLang.
+Pure: callers hand in the source texts and the script text.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import shlex
+from dataclasses import dataclass, field
+
+SOURCE_FILES = ("srt/server_args.py", "srt/arg_groups/fields/*.py")  # relative to the package folder
+# Flags SGLang dropped without a stand-in registration; argparse then reads them as a prefix.
+KNOWN_REMOVED = {
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode (removed in 0.5.20; 0.5.14-0.5.19 kept it as a deprecated alias)",
+}
+ENTRYPOINTS = (("sglang.launch_server",), ("sglang.cli.main", "serve"), ("sglang", "serve"))  # words before the flags
+
+
+@dataclass(frozen=True)
+class FlagSet:
+    version: str
+    options: frozenset[str]  # every option string the server's parser accepts
+    deprecated: dict[str, str] = field(default_factory=dict)  # flag -> what the source says about it
+    removed: dict[str, str] = field(default_factory=dict)  # flag -> why the launch would stop
+
+    def as_json(self) -> dict:
+        return {"version": self.version, "options": sorted(self.options), "deprecated": self.deprecated,
+                "removed": self.removed}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FlagSet":
+        return cls(data["version"], frozenset(data["options"]), data["deprecated"], data["removed"])
+
+
+@dataclass(frozen=True)
+class Problem:
+    flag: str  # as written in the command
+    kind: str  # "unknown" | "ambiguous" | "removed" are errors; "deprecated" | "abbreviated" warn
+    line: int | None  # line of the rendered script
+    message: str
+    closest: tuple[str, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.kind in ("unknown", "ambiguous", "removed")
+
+
+# ---- the scan ---------------------------------------------------------------------------------
+
+def scan(sources: dict[str, str], version: str) -> FlagSet:
+    """The flag set declared in `sources` ({relative path: Python text})."""
+    options: set[str] = set()
+    deprecated: dict[str, str] = {}
+    removed: dict[str, str] = {}
+    for path, text in sorted(sources.items()):
+        for names, status, note in _declarations(ast.parse(text, filename=path)):
+            options.update(names)
+            for name in names:
+                if status == "removed":
+                    removed[name] = note
+                elif status == "deprecated":
+                    deprecated[name] = note
+    return FlagSet(version, frozenset(options), deprecated, removed)
+
+
+def _declarations(tree: ast.AST):
+    """(option strings, "ok" | "deprecated" | "removed", note) for each flag declared in the tree."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                     and a.value.startswith("-")]
+            if names:
+                yield names, *_status(_keywords(node))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found = _annotated_flag(node.target.id, node.annotation)
+            if found:
+                yield found
+
+
+def _annotated_flag(name: str, annotation: ast.expr):
+    """`name: A[T, "help"]` or `name: A[T, Arg(...)]` -> its flag names, unless `no_cli=True`."""
+    if not (isinstance(annotation, ast.Subscript) and _name_of(annotation.value) in ("A", "Annotated")):
+        return None
+    parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else []
+    for meta in parts[1:]:
+        if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
+            return ["--" + name.replace("_", "-")], *_status({"help": meta})
+        if isinstance(meta, ast.Call) and _name_of(meta.func) == "Arg":
+            keywords = _keywords(meta)
+            if _literal(keywords.get("no_cli")) is True:
+                return None
+            cli_name = _literal(keywords.get("cli_name")) or "--" + name.replace("_", "-")
+            aliases = _literal(keywords.get("aliases")) or []
+            return [cli_name, *aliases], *_status(keywords)
+    return None
+
+
+def _status(keywords: dict[str, ast.expr]) -> tuple[str, str]:
+    action = _name_of(keywords.get("action")) or ""
+    help_text = _literal(keywords.get("help"))
+    help_text = help_text if isinstance(help_text, str) else ""
+    if action == "DeprecatedAction" and "error_message" in keywords:
+        return "removed", _literal(keywords["error_message"]) or help_text
+    replacement = _literal(keywords.get("new_flag"))
+    note = f"use {replacement} instead" if isinstance(replacement, str) else help_text
+    if action.startswith("Deprecated") or help_text.lstrip("[(").lower().startswith("deprecated"):
+        return "deprecated", note or "deprecated"
+    return "ok", ""
+
+
+def _keywords(call: ast.Call) -> dict[str, ast.expr]:
+    return {k.arg: k.value for k in call.keywords if k.arg}
+
+
+def _name_of(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _literal(node: ast.expr | None):
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+# ---- the check --------------------------------------------------------------------------------
+
+def command_flags(script: str) -> list[tuple[str, int]]:
+    """(flag, script line) for each `--flag` of the server command in a launch script
+    (`python -m sglang.launch_server ...`, `python -m sglang.cli.main serve ...` or `sglang serve ...`,
+    with backslash continuations)."""
+    lines = script.splitlines()
+    i = 0
+    while i < len(lines):
+        first, logical = i, lines[i]
+        while logical.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            logical = logical[:-1] + " " + lines[i]
+        i += 1
+        try:
+            words = shlex.split(logical, comments=True)
+        except ValueError:
+            continue
+        start = _after_entrypoint(words)
+        if start is not None:
+            return [(word.split("=", 1)[0], _line_of(lines, first, i, word.split("=", 1)[0]))
+                    for word in words[start:] if word.startswith("--") and word != "--"]
+    return []
+
+
+def _after_entrypoint(words: list[str]) -> int | None:
+    for n in range(len(words)):
+        for entry in ENTRYPOINTS:
+            found = tuple(words[n:n + len(entry)])
+            if entry == ("sglang", "serve"):  # the console script, maybe by its full path
+                found = (found[0].rsplit("/", 1)[-1], *found[1:]) if found else found
+            if found == entry:
+                return n + len(entry)
+    return None
+
+
+def _line_of(lines: list[str], first: int, end: int, flag: str) -> int | None:
+    for number in range(first, end):
+        if any(word.split("=", 1)[0] == flag for word in lines[number].split()):
+            return number + 1
+    return None
+
+
+def check(script: str, flags: FlagSet) -> list[Problem]:
+    """Every flag of the script's server command that this version would reject or warn about."""
+    return [p for p in (_check_one(flag, line, flags) for flag, line in command_flags(script)) if p]
+
+
+def _check_one(flag: str, line: int | None, flags: FlagSet) -> Problem | None:
+    version = f"SGLang {flags.version}"
+    if flag in flags.removed:
+        return Problem(flag, "removed", line, f"{flag} is no longer accepted by {version}: {flags.removed[flag]}",
+                       _closest(flag, flags))
+    if flag in flags.deprecated:
+        return Problem(flag, "deprecated", line, f"{flag} is deprecated in {version}: {flags.deprecated[flag]}")
+    if flag in flags.options:
+        return None
+    matches = sorted(o for o in flags.options if o.startswith(flag))
+    if flag in KNOWN_REMOVED:
+        return Problem(flag, "removed", line, f"{flag} was removed; {version} has {KNOWN_REMOVED[flag]}"
+                       + (f" (argparse would read it as a prefix of {', '.join(matches)})" if matches else ""),
+                       tuple(matches) or _closest(flag, flags))
+    if len(matches) > 1:
+        return Problem(flag, "ambiguous", line, f"{flag} is an ambiguous prefix in {version}: it could be "
+                       f"{', '.join(matches)}; pass the full flag name", tuple(matches))
+    if len(matches) == 1:
+        return Problem(flag, "abbreviated", line, f"{flag} is an abbreviation of {matches[0]}; pass the full name",
+                       tuple(matches))
+    return Problem(flag, "unknown", line, f"{version} has no flag {flag}", _closest(flag, flags))
+
+
+def _closest(flag: str, flags: FlagSet) -> tuple[str, ...]:
+    return tuple(difflib.get_close_matches(flag, sorted(flags.options), n=3, cutoff=0.6))

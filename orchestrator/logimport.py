@@ -1,0 +1,160 @@
+"""A run made by hand, recorded from its server log (`orch import LOGFILE`): decode series, accept
+length from the decode lines, debug lines, diagnosis, and the launch command rebuilt from the
+`server_args=ServerArgs(...)` line SGLang prints first."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import secrets as random_ids
+import shlex
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .engines.sglang import logs
+from .errors import SpecError
+from .store import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, SeriesRow, Store, now
+
+EXPERIMENT = "imported"
+REJECTED_AT_OR_BELOW = 1.05  # as for runs orch makes (execute.py)
+# server args copied into the run's params, under the names the experiment files use
+PARAMS_FROM_ARGS = {
+    "model_path": "model_path", "speculative_draft_model_path": "draft_model_path", "tp_size": "tp_size",
+    "mem_fraction_static": "mem_fraction_static", "speculative_algorithm": "speculative_algorithm",
+    "speculative_num_steps": "speculative_num_steps", "speculative_eagle_topk": "speculative_eagle_topk",
+    "speculative_num_draft_tokens": "speculative_num_draft_tokens", "port": "port",
+}
+
+
+@dataclass(frozen=True)
+class Imported:
+    run_id: int
+    uid: str
+    status: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
+    diagnosis: logs.Diagnosis | None = None
+    command: str = ""
+
+
+def server_args(text: str | None) -> dict[str, Any]:
+    """`ServerArgs(model_path='m', tp_size=8, ...)` -> {field: value}. Each value is read with
+    `ast.literal_eval` (never evaluated as code); one that is not a literal (an enum's repr, say) is
+    kept as its text."""
+    if not text:
+        return {}
+    m = re.match(r"\s*\w*\((.*)\)\s*$", text, re.DOTALL)
+    if m is None:
+        return {}
+    values: dict[str, Any] = {}
+    for name, raw in logs.parse_fields(m.group(1)).items():
+        try:
+            values[name] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            values[name] = raw
+    return values
+
+
+def launch_command(args: dict[str, Any]) -> str:
+    """The equivalent `python -m sglang.launch_server` command: every field that is set (not None
+    and not False), as a flag."""
+    words = ["python", "-m", "sglang.launch_server"]
+    for name, value in args.items():
+        if value is None or value is False or value == [] or value == {}:
+            continue
+        words.append("--" + name.replace("_", "-"))
+        if value is True:
+            continue
+        if isinstance(value, (list, tuple)):
+            words += [str(v) for v in value]
+        else:
+            words.append(json.dumps(value) if isinstance(value, dict) else str(value))
+    return shlex.join(words)
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """`k=v` pairs from the command line; values read as YAML scalars would be (numbers, booleans)."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(f"--params {item!r}: expected key=value")
+        params[key.strip()] = _scalar(value)
+    return params
+
+
+def _scalar(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def record(store: Store, path: Path, name: str | None, params: dict[str, Any], host: str,
+           debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> Imported:
+    """Store one run from the log at `path`; failed when the log holds a known failure."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the log: {exc.strerror or exc}; give the path of a server log") from None
+    report = logs.parse_log_bytes(data, debug_pattern)
+    args = server_args(report.server_args)
+    command = launch_command(args) if args else ""
+    run_params = {mine: args[theirs] for theirs, mine in PARAMS_FROM_ARGS.items() if args.get(theirs) is not None}
+    run_params.update(params)
+    variant = name or path.stem
+    run = Run(uid=_uid(variant), experiment=EXPERIMENT, variant=variant, host=host, spec_path=str(path),
+              params=run_params, command=command, controller="orch import")
+    store.add(run)
+    metrics = _metrics(report)
+    _store_rows(store, run, report, metrics)
+    store.save_log(run, data)
+    flags = []
+    if run_params.get("speculative_algorithm") and metrics["accept_len"] is not None \
+            and metrics["accept_len"] <= REJECTED_AT_OR_BELOW:
+        flags.append("draft-rejected")
+    diagnosis = report.diagnosis
+    status = FAILED if diagnosis else SUCCEEDED
+    store.event(run, "imported", f"from {path} ({len(data)} bytes)")
+    store.update_run(run, status=status, flags=flags, ended_at=now(),
+                     error=f"server failed: {diagnosis.summary}" if diagnosis else None,
+                     diagnosis={"kind": diagnosis.kind, "summary": diagnosis.summary,
+                                "evidence": list(diagnosis.evidence)} if diagnosis else None)
+    return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command)
+
+
+def _metrics(report: logs.LogReport) -> dict[str, Any]:
+    accept = [d.accept_len for d in report.decode if d.accept_len is not None]
+    rates = [d.accept_rate for d in report.decode if d.accept_rate is not None]
+    throughput = [d.gen_throughput for d in report.decode if d.gen_throughput is not None]
+    return {
+        "accept_len": sum(accept) / len(accept) if accept else None,
+        "accept_rate": rates[-1] if rates else None,
+        "gen_throughput": sum(throughput) / len(throughput) if throughput else None,
+        "decode_intervals": len(report.decode),
+    }
+
+
+def _store_rows(store: Store, run: Run, report: logs.LogReport, metrics: dict[str, Any]) -> None:
+    store.add(MetricRow(run_id=run.id, name="accept_len", value=metrics["accept_len"], source="decode_log",
+                        note=f"mean of {metrics['decode_intervals']} decode-line intervals (imported log)"))
+    store.add(*(MetricRow(run_id=run.id, name=k, value=v, source="decode_log") for k, v in metrics.items()
+                if k != "accept_len"))
+    store.add(*(SeriesRow(run_id=run.id, kind="decode", seq=i, time=d.time, values={
+        "accept_len": d.accept_len, "accept_rate": d.accept_rate, "running_req": d.running_req,
+        "tokens": d.tokens, "token_usage": d.token_usage, "gen_throughput": d.gen_throughput,
+        "queue_req": d.queue_req}) for i, d in enumerate(report.decode)))
+    store.add(*(DebugRow(run_id=run.id, seq=i, text=d.text, fields=d.fields) for i, d in enumerate(report.debug_lines)))
+
+
+def _uid(variant: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', variant)[:40]}-{random_ids.token_hex(3)}"

@@ -1,0 +1,96 @@
+"""Host-key trust for the SSH transport: which known_hosts files vouch for a host, and the verdict
+on a key none of them matches (unknown: refused with its fingerprint, or recorded under
+`host_key_policy: accept-new`; changed: always refused)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from ..inventory import Host
+
+USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
+ORCH_KNOWN_HOSTS = "~/.config/orch/known_hosts"  # the only known_hosts orch writes by default
+
+
+@dataclass(frozen=True)
+class Trust:
+    """Which known_hosts files vouch for host keys, and where `accept-new` records a new one."""
+
+    read: tuple[Path, ...]
+    write: Path
+    accept_new: bool
+
+    @classmethod
+    def for_host(cls, host: Host) -> "Trust":
+        accept_new = host.host_key_policy == "accept-new"
+        if host.known_hosts:
+            own = Path(os.path.expanduser(host.known_hosts))
+            return cls((own,), own, accept_new)
+        orch = Path(os.path.expanduser(ORCH_KNOWN_HOSTS))
+        return cls((Path(os.path.expanduser(USER_KNOWN_HOSTS)), orch), orch, accept_new)
+
+    def known(self) -> asyncssh.SSHKnownHosts:
+        """Every trusted entry; always an object, so asyncssh never falls back to files of its own."""
+        known = asyncssh.SSHKnownHosts()
+        for path in self.read:
+            if path.is_file():
+                known.load(path.read_text())
+        return known
+
+    def vouching_file(self, host: str, addr: str, port: int | None) -> Path | None:
+        """The first file holding some key for this host (so a different key means it CHANGED)."""
+        for path in self.read:
+            if path.is_file():
+                keys = asyncssh.match_known_hosts(asyncssh.import_known_hosts(path.read_text()), host, addr, port)[0]
+                if keys:
+                    return path
+        return None
+
+    def add(self, entry: str, key: asyncssh.SSHKey) -> None:
+        self.write.parent.mkdir(parents=True, exist_ok=True)
+        line = f"{entry} {key.export_public_key('openssh').decode().strip()}\n"
+        fd = os.open(self.write, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class Verdict:
+    """Why a host key was refused, filled in during the handshake for the error we raise after it."""
+
+    message: str = ""
+
+
+class HostKeyChecker(asyncssh.SSHClient):
+    """Asked by asyncssh about a key no trusted entry matches: unknown, or changed."""
+
+    def __init__(self, host: Host, trust: Trust, verdict: Verdict):
+        self._host = host
+        self._trust = trust
+        self._verdict = verdict
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        listed_port = None if port in (None, 22) else port
+        entry = host if listed_port is None else f"[{host}]:{port}"
+        shown = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}"
+        vouching = self._trust.vouching_file(host, addr, listed_port)
+        if vouching is not None:
+            self._verdict.message = (
+                f"{self._host.name}: HOST KEY CHANGED for {entry}: it now presents {shown} but {vouching} "
+                f"holds another key; this may be an attack, so orch refuses; if the host was reinstalled, "
+                f"remove the old key with `ssh-keygen -R '{entry}' -f {vouching}` and connect again")
+            return False
+        if self._trust.accept_new:
+            self._trust.add(entry, key)
+            return True
+        scan = f"ssh-keyscan -p {port} {host}" if listed_port else f"ssh-keyscan {host}"
+        self._verdict.message = (
+            f"{self._host.name}: unknown host key for {entry}: {shown}; if that fingerprint is right, trust it "
+            f"with `{scan} >> {self._trust.write}`, or set `host_key_policy: accept-new` for this host")
+        return False

@@ -1,0 +1,157 @@
+"""`orch check` and the preflight of `orch run` end to end: the real command, the rehearsal SGLang on
+the local host, generated and rehearsal checkpoints. Each failure mode is reported before launch;
+with `--no-preflight` the run shows its consequence (accept length ~1.0)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, free_port
+from orchestrator.engines.sglang import safetensors
+from test_run import orch as orch_in, snapshot
+
+CKPT = "{{ host.rehearsal }}/checkpoints"
+LLAMA = ("--set", f"model_path={CKPT}/llama-target")
+
+
+@pytest.fixture
+def demo(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ORCH_CACHE", str(tmp_path / "cache"))  # transforms and manifests stay in the test
+    shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", project / "experiments" / "eagle_debug.yaml")
+    return project / "experiments" / "eagle_debug.yaml"
+
+
+def orch(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return orch_in(project, *args)
+
+
+def check_json(project: Path, spec: Path, *args: str) -> tuple[int, dict[str, dict[str, dict]]]:
+    """exit code, {variant: {code: finding}}"""
+    done = orch(project, "check", str(spec), "--json", *args)
+    assert done.returncode in (0, 2), done.stdout + done.stderr
+    groups = json.loads(done.stdout)
+    return done.returncode, {g["variant"]: {f["code"]: f for f in g["findings"]} for g in groups}
+
+
+def test_the_demo_passes_with_the_missing_capture_as_a_warning(project, demo):
+    code, found = check_json(project, demo)
+    assert code == 0
+    missing = found["baseline"]["aux-capture-missing"]
+    assert missing["severity"] == "warning"
+    assert "KimiK25ForConditionalGeneration" in missing["what"] and "fc projection will be skipped" in missing["what"]
+    assert "set_eagle3_layers_to_capture" in missing["fix"]
+    assert found["aux-fix"]["aux-capture-patched"]["severity"] == "info"  # its patch adds the method
+    text = orch(project, "check", str(demo)).stdout
+    assert "warning" in text and "why:" in text and "fix:" in text
+
+
+@pytest.mark.parametrize("args, code, severity, fix", [
+    (("--set", f"draft_model_path={CKPT}/eagle3-draft-layers0"), "draft-keys-dropped", "error", "rename_keys"),
+    (("--set", f"draft_model_path={CKPT}/eagle3-draft-absolute-d2t"), "d2t-absolute", "error", "d2t_to_offsets"),
+    (("--set", "env.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=0"), "draft-context", "error",
+     "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"),
+    (("--set", "speculative_num_draft_tokens=6"), "draft-tokens-adjusted", "warning", "speculative_num_draft_tokens: 4"),
+])
+def test_check_reports_each_rehearsal_failure_mode(project, demo, args, code, severity, fix):
+    exit_code, found = check_json(project, demo, "--variant", "baseline", *args)
+    assert exit_code == (2 if severity == "error" else 0)
+    finding = found["baseline"][code]
+    assert finding["severity"] == severity and fix in finding["fix"] and finding["what"] and finding["why"]
+
+
+def broken_drafts(folder: Path) -> dict[str, Path]:
+    """Drafts made from the rehearsal's healthy one: fc for two aux layers, and no lm_head."""
+    subprocess.run([sys.executable, str(ROOT / "orchestrator/sim/make_checkpoints.py"), str(folder / "made")], check=True)
+    healthy = folder / "made" / "eagle3-draft"
+    header = safetensors.read_header_file(healthy / "model.safetensors")
+    tensors = {n: safetensors.read_tensor_file(healthy / "model.safetensors", n, header) for n in header.tensors}
+    variants = {
+        "fc2": {**tensors, "fc.weight": np.ascontiguousarray(tensors["fc.weight"][:, :128])},
+        "nohead": {k: v for k, v in tensors.items() if k != "lm_head.weight"},
+    }
+    out = {}
+    for name, values in variants.items():
+        (folder / name).mkdir()
+        shutil.copy(healthy / "config.json", folder / name / "config.json")
+        safetensors.write_file(folder / name / "model.safetensors", None, list(values.items()), {"format": "pt"})
+        out[name] = folder / name
+    return out
+
+
+def with_checkpoint(spec: Path, src: Path, transform: str = "") -> None:
+    """The experiment pushes `src` as checkpoint `draft` and uses it as the draft model."""
+    text = spec.read_text().replace(
+        'draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"', 'draft_model_path: "{{ checkpoints.draft }}"')
+    text += f'\ncheckpoints:\n  - name: draft\n    src: {src}\n    dest: "{{{{ host.workdir }}}}/ckpt/draft"\n'
+    spec.write_text(text + (f"    transform: {transform}\n" if transform else ""))
+
+
+@pytest.mark.parametrize("broken, code, words", [
+    ("fc2", "fc-width", "128 inputs"), ("nohead", "lm-head-missing", "lm_head.weight"),
+])
+def test_check_reads_generated_drafts_before_they_are_pushed(project, demo, tmp_path, broken, code, words):
+    with_checkpoint(demo, broken_drafts(tmp_path / "drafts")[broken])
+    exit_code, found = check_json(project, demo, "--variant", "baseline", *LLAMA)
+    assert exit_code == 2
+    assert found["baseline"][code]["severity"] == "error" and words in found["baseline"][code]["what"]
+    assert not (project / "host" / "ckpt").exists()  # read from the local copy; nothing pushed
+
+
+def test_run_stops_before_any_patch_or_launch_and_keeps_the_findings(project, demo):
+    orch(project, "check", str(demo), "--variant", "baseline")  # installs the rehearsal
+    before = snapshot(project / "host")
+    done = orch(project, "run", str(demo), "--variant", "baseline", *LLAMA,
+                "--set", f"draft_model_path={CKPT}/eagle3-draft-layers0", "--set", f"port={free_port()}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "preflight" in done.stdout + done.stderr and "--no-preflight" in done.stdout + done.stderr
+    after = snapshot(project / "host")
+    assert {k: v for k, v in after.items() if not k.startswith(("lock", "journal"))} == before
+    assert not (project / "host" / "runs").exists() or not any((project / "host" / "runs").iterdir())
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert record["status"] == "failed" and record["patches"] == []
+    assert {f["code"]: f["severity"] for f in record["preflight"]}["draft-keys-dropped"] == "error"
+    assert "preflight" in orch(project, "show", "last").stdout
+
+
+@pytest.mark.parametrize("draft", ["eagle3-draft-layers0", "eagle3-draft-absolute-d2t"])
+def test_no_preflight_runs_anyway_and_shows_the_consequence(project, demo, draft):
+    done = orch(project, "run", str(demo), "--variant", "baseline", "--no-preflight", *LLAMA,
+                "--set", f"draft_model_path={CKPT}/{draft}", "--set", f"port={free_port()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert record["metrics"]["accept_len"] < 1.2 and "draft-rejected" in record["flags"]
+    assert "preflight-skipped" in [e["kind"] for e in record["events"]] and record["preflight"] == []
+
+
+def test_a_transformed_checkpoint_is_pushed_recorded_and_fixes_the_draft(project, demo, tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "orchestrator/sim/make_checkpoints.py"), str(tmp_path / "made")], check=True)
+    with_checkpoint(demo, tmp_path / "made" / "eagle3-draft-layers0", '[{rename_keys: {"layers.0.": "midlayer."}}]')
+    for attempt in range(2):
+        done = orch(project, "run", str(demo), "--variant", "baseline", *LLAMA, "--set", f"port={free_port()}")
+        assert done.returncode == 0, done.stdout + done.stderr
+        record = json.loads(orch(project, "show", "last", "--json").stdout)
+        [pushed] = record["checkpoints"]
+        assert pushed["transforms"] == [{"rename_keys": {"layers.0.": "midlayer."}}]
+        assert pushed["source_hash"] != pushed["result_hash"] == pushed["manifest_hash"]
+        assert pushed["sent_files"] == (2 if attempt == 0 else 0)  # the second run moves nothing
+        assert record["metrics"]["accept_len"] > 2.0
+        assert record["params"]["draft_model_path"] == str(project / "host" / "ckpt" / "draft")
+    assert (tmp_path / "made" / "eagle3-draft-layers0" / "model.safetensors").read_bytes() != \
+        (project / "host" / "ckpt" / "draft" / "model.safetensors").read_bytes()  # the source is never changed
+
+
+def test_a_bad_checkpoint_entry_is_a_one_line_error_naming_the_file(project, demo):
+    demo.write_text(demo.read_text() + "\ncheckpoints:\n  - name: draft\n    src: no/such/folder\n    dest: /x\n")
+    done = orch(project, "run", str(demo))
+    assert done.returncode == 2 and "eagle_debug.yaml:" in done.stderr and "is not a folder" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (project / "host").exists()
+    demo.write_text(demo.read_text().replace("dest: /x\n", "dest: /x\n    transform: [shrink]\n").replace("no/such/folder", "."))
+    done = orch(project, "check", str(demo))
+    assert done.returncode == 2 and "unknown transform 'shrink'" in done.stderr and not (project / "host").exists()

@@ -1,0 +1,87 @@
+"""Each failure signature end to end: the rehearsal SGLang produces it as a real process, `orch run`
+exits 1, and the run stores the diagnosis (one `orch run` of one variant per signature)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, free_port
+from orchestrator.store import Store
+
+# variant -> (its params/env in YAML, the diagnosis kind, words of the summary)
+CASES = {
+    "oom": ("params: {disable_cuda_graph: false}\n    env: {ORCH_REHEARSAL_FAIL: oom}", "cuda-oom",
+            ["while capturing CUDA graphs", "--mem-fraction-static"]),
+    "kv-pool": ("env: {ORCH_REHEARSAL_FAIL: not-enough-memory}", "kv-pool-too-small", ["--mem-fraction-static"]),
+    "nccl": ("env: {ORCH_REHEARSAL_FAIL: nccl}", "nccl", ["NCCL_DEBUG=INFO"]),
+    "died": ("env: {ORCH_REHEARSAL_FAIL: scheduler-died}", "scheduler-died", ["rank 0", "-9"]),
+    "crash-mid-run": ("env: {ORCH_REHEARSAL_FAIL: scheduler-exception}", "scheduler-exception",
+                      ["illegal memory access"]),
+    "aux-capture": ("env: {ORCH_REHEARSAL_FAIL: aux-capture}", "missing-aux-capture",
+                    ["KimiK25ForConditionalGeneration", "set_eagle3_layers_to_capture"]),
+    "context-length": ('env: {SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "0"}', "context-length",
+                       ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"]),
+    "port-in-use": ("params: {port: BUSY_PORT}", "port-in-use", ["BUSY_PORT", "--port"]),
+}
+
+SPEC = """\
+name: failures
+hosts: [local]
+template: ../templates/sglang_launch.sh.j2
+params:
+  model_path: "{{ host.rehearsal }}/checkpoints/kimi-k25-target"
+  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
+  tp_size: 2
+  mem_fraction_static: 0.85
+  num_continuous_decode_steps: 1
+  disable_cuda_graph: true
+  speculative_algorithm: EAGLE3
+  speculative_num_steps: 3
+  speculative_eagle_topk: 1
+  speculative_num_draft_tokens: 4
+  port: FREE_PORT
+env:
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
+  ORCH_REHEARSAL_LOAD_SECONDS: "0"
+variants:
+"""
+
+
+def test_every_failure_signature_is_diagnosed(project: Path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        variants = "".join(f"  {name}:\n    {body}\n" for name, (body, _, _) in CASES.items())
+        spec = project / "experiments" / "failures.yaml"
+        spec.write_text((SPEC + variants).replace("BUSY_PORT", port).replace("FREE_PORT", str(free_port()))
+                        + "workload: {requests: 2, max_new_tokens: 8, concurrency: 2}\nready_timeout: 60\n")
+        env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "PYTHONPATH": str(ROOT),
+               "ORCH_INVENTORY": str(project / "inventory.yaml"), "ORCH_CACHE": str(project / "cache")}
+
+        def orch(*args):
+            return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=env,
+                                  capture_output=True, text=True, timeout=240)
+
+        # the checkpoint preflight would stop the context-length run before launch (exit 2): the point
+        # here is what the server itself prints
+        done = orch("run", str(spec), "--no-preflight")
+    assert done.returncode == 1, done.stdout + done.stderr
+    runs = json.loads(orch("ls", "--json").stdout)
+    assert [r["variant"] for r in runs] == list(CASES) and {r["status"] for r in runs} == {"failed"}
+    store = Store(env["ORCH_DB"])  # the same SQLite file, read in-process: one CLI start per run is slow
+    for r in runs:
+        row = store.get(str(r["id"]))
+        record, log = store.record(row), store.log(row).decode(errors="replace")
+        _, kind, words = CASES[r["variant"]]
+        assert record["diagnosis"] and record["diagnosis"]["kind"] == kind, (r["variant"], record["diagnosis"], record["error"])
+        for word in words:
+            assert word.replace("BUSY_PORT", port) in record["diagnosis"]["summary"], (r["variant"], record["diagnosis"])
+        assert all(line in log for line in record["diagnosis"]["evidence"])
+    shown = orch("show", "last", "--json")
+    assert json.loads(shown.stdout)["diagnosis"]["kind"] == "port-in-use"

@@ -1,0 +1,77 @@
+"""`orch import`: a run made by hand, recorded from its log (the real command, a real SQLite file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+from orchestrator.logimport import launch_command, server_args
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+
+
+def orch(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ORCH_DB": f"sqlite:///{folder / 'orch.db'}", "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_import_of_the_eagle3_debug_log(tmp_path):
+    log = FIXTURES / "sglang_eagle3_debug.log"
+    done = orch(tmp_path, "import", str(log), "--name", "kimi-by-hand", "--params", "draft_step=12000",
+                "--host", "gpu-node-7")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "draft-rejected" in done.stdout and "--tp-size 8" in done.stdout
+    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    assert (record["experiment"], record["variant"], record["host"], record["status"]) == (
+        "imported", "kimi-by-hand", "gpu-node-7", "succeeded")
+    assert record["params"] == {"model_path": "/data/models/Kimi-K2.5", "tp_size": 8, "mem_fraction_static": 0.82,
+                                "draft_model_path": "/data/ckpt/kimi-eagle3/epoch_3_step_12000",
+                                "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+                                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "port": 30000,
+                                "draft_step": 12000}
+    assert record["metrics"]["accept_len"] == 1.0 and record["metrics"]["decode_intervals"] == 12
+    assert record["flags"] == ["draft-rejected"] and record["diagnosis"] is None
+    shapes = [d["fields"]["shape"] for d in record["debug_lines"]]
+    assert shapes[:8] == ["torch.Size([1, 7168])"] * 8 and len(shapes) == 8 + 12 * 8
+    assert record["command"].startswith("python -m sglang.launch_server --model-path /data/models/Kimi-K2.5")
+    for part in ("--tp-size 8", "--speculative-algorithm EAGLE3", "--trust-remote-code",
+                 "--speculative-num-draft-tokens 4", "--json-model-override-args '{}'"):
+        assert part in record["command"]
+    assert "--disable-cuda-graph" not in record["command"] and "--lora-paths" not in record["command"]
+    assert orch(tmp_path, "logs", "last").stdout == log.read_text()
+
+
+def test_import_of_a_crashed_server_exits_1_with_the_diagnosis(tmp_path):
+    done = orch(tmp_path, "import", str(FIXTURES / "cuda_oom.log"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "diagnosis:" in done.stdout and "--mem-fraction-static" in done.stdout
+    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    assert record["status"] == "failed" and record["variant"] == "cuda_oom"
+    assert record["diagnosis"]["kind"] == "cuda-oom"
+    assert "torch.OutOfMemoryError" in record["diagnosis"]["evidence"][0]
+
+
+def test_bad_input_is_one_line_exit_2_and_records_nothing(tmp_path):
+    missing = orch(tmp_path, "import", str(tmp_path / "nope.log"))
+    assert missing.returncode == 2 and "nope.log: cannot read the log" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    bad = orch(tmp_path, "import", str(FIXTURES / "clean.log"), "--params", "novalue")
+    assert bad.returncode == 2 and "--params 'novalue': expected key=value" in bad.stderr
+    assert json.loads(orch(tmp_path, "ls", "--json").stdout) == []
+
+
+def test_server_args_are_read_as_literals_never_run():
+    text = ("ServerArgs(model_path='m', tp_size=8, ratio=0.5, flag=True, none=None, ids=[1, 2], "
+            "algo=<SpeculativeAlgorithm.EAGLE3: 3>, hook=__import__('os').system('false'))")
+    args = server_args(text)
+    assert args["model_path"] == "m" and args["tp_size"] == 8 and args["ids"] == [1, 2] and args["flag"] is True
+    assert args["hook"] == "__import__('os').system('false')"  # kept as text
+    assert server_args("garbage") == {} and server_args(None) == {}
+    assert launch_command({"model_path": "a b", "flag": True, "off": False, "none": None, "ids": [1, 2]}) == \
+        "python -m sglang.launch_server --model-path 'a b' --flag --ids 1 2"

@@ -1,0 +1,156 @@
+"""The whole `eagle_debug` experiment over SSH: the real `orch run`, a real OpenSSH sshd on 127.0.0.1,
+the rehearsal SGLang provisioned over SFTP and run as a real process there, a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import sshd
+from conftest import ROOT, free_port
+from test_run import snapshot
+
+pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
+
+SHIPPED = ROOT / "orchestrator" / "sim" / "sglang"
+
+
+@pytest.fixture(autouse=True)
+def _no_user_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A throw-away HOME and no agent: nothing here may read or write the user's ~/.ssh or ~/.orch."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+@pytest.fixture
+def box(tmp_path: Path):
+    running = sshd.start(tmp_path / "sshd", "box")
+    yield running
+    running.stop()
+
+
+def ssh_project(project: Path, server: sshd.Sshd, known_line: str | None = None) -> Path:
+    """The project's inventory with one SSH rehearsal host; returns the host's workdir."""
+    known = project / "known_hosts"
+    known.write_text(server.known_line() if known_line is None else known_line)
+    workdir = project / f"{server.name}-work"
+    (project / "inventory.yaml").write_text("hosts:\n" + server.rehearsal_entry(known, workdir))
+    shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", project / "experiments" / "eagle_debug.yaml")
+    return workdir
+
+
+def orch(project: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(orch_command(*args), cwd=project, env=orch_env(project), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def orch_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "orchestrator.cli", *args]
+
+
+def orch_env(project: Path) -> dict[str, str]:
+    return {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
+            "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+
+
+def start_orch(project: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(orch_command(*args), cwd=project, env=orch_env(project), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def read_until(proc: subprocess.Popen, text: str, timeout: float = 120) -> str:
+    """Output lines up to and including the first holding `text`."""
+    deadline, seen = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen += line
+        if text in line:
+            return seen
+    proc.kill()
+    raise AssertionError(f"no {text!r} in orch's output:\n{seen}")
+
+
+def record(project: Path, run: str = "last") -> dict:
+    return json.loads(orch(project, "show", run, "--json").stdout)
+
+
+def hidden_width(rec: dict) -> int:
+    (shape,) = {d["fields"]["shape"] for d in rec["debug_lines"]}
+    return int(shape.rstrip("])").split(",")[-1])
+
+
+def server_gone(workdir: Path, uid: str) -> bool:
+    """The run's process group is gone (the hosts here share this machine's processes)."""
+    pid = int((workdir / "runs" / uid / "pid").read_text())
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_eagle_debug_over_ssh_gives_the_local_results_and_leaves_files_identical(project, box):
+    workdir = ssh_project(project, box)
+    done = orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", "box", "--set", f"port={free_port()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "installing the rehearsal SGLang" in done.stdout
+    runs = json.loads(orch(project, "ls", "--json").stdout)
+    assert [(r["variant"], r["host"], r["status"]) for r in runs] == [("baseline", "box", "succeeded"),
+                                                                      ("aux-fix", "box", "succeeded")]
+    baseline, fixed = record(project, str(runs[0]["id"])), record(project, str(runs[1]["id"]))
+    assert baseline["metrics"]["accept_len"] < 1.2 and "draft-rejected" in baseline["flags"]
+    assert fixed["metrics"]["accept_len"] > 2.0 and fixed["flags"] == []
+    assert (hidden_width(baseline), hidden_width(fixed)) == (64, 192)
+    patches = baseline["patches"] + fixed["patches"]
+    assert len(patches) == 3 and all(p["state"] == "reverted" for p in patches)
+    assert all(p["file"].startswith(f"{workdir}/rehearsal/sglang/") for p in patches)
+    # provisioned over SFTP, byte-identical to the shipped tree after both runs, journal empty
+    assert snapshot(workdir / "rehearsal" / "sglang") == snapshot(SHIPPED)
+    assert not list((workdir / "journal").rglob("*.json"))
+    assert "[EAGLE3-DEBUG]" in orch(project, "logs", str(runs[0]["id"])).stdout
+
+
+@pytest.mark.parametrize("trust", ["unknown", "changed"])
+def test_untrusted_host_key_exits_3_and_changes_nothing(project, box, tmp_path, trust):
+    if trust == "unknown":
+        known_line = ""
+    else:
+        kind, blob = sshd.public(sshd.keygen(tmp_path / "impostor")).split()[:2]
+        known_line = f"[{box.address}]:{box.port} {kind} {blob}\n"
+    workdir = ssh_project(project, box, known_line)
+    done = orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", "box", "--set", f"port={free_port()}")
+    assert done.returncode == 3, done.stdout + done.stderr
+    expected = "unknown host key" if trust == "unknown" else "HOST KEY CHANGED"
+    assert expected in done.stdout + done.stderr
+    assert (project / "known_hosts").read_text() == known_line
+    assert not workdir.exists()  # nothing provisioned, patched or launched
+    assert json.loads(orch(project, "ls", "--json").stdout) == []
+
+
+def test_dropped_connection_while_the_server_starts_reconnects_and_the_run_succeeds(project, box):
+    """The per-connection sshd processes are killed while orch waits for readiness (sshd itself keeps
+    listening): the server started with setsid keeps running, orch reconnects and finishes the run."""
+    workdir = ssh_project(project, box)
+    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", "box", "--variant", "baseline",
+                      "--set", f"port={free_port()}", "--set", "env.ORCH_REHEARSAL_LOAD_SECONDS=4")
+    seen = read_until(proc, "waiting for it to be ready")
+    assert box.drop_connections() > 0
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, seen + rest
+    rec = record(project)
+    assert rec["status"] == "succeeded" and rec["metrics"]["accept_len"] < 1.2
+    assert [e["kind"] for e in rec["events"]].count("launched") == 1  # the same server, not a second one
+    assert all(p["state"] == "reverted" for p in rec["patches"])
+    assert snapshot(workdir / "rehearsal" / "sglang") == snapshot(SHIPPED)
+    assert server_gone(workdir, rec["uid"])
