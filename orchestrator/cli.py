@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 import typer
 
+from .recovery import recover
+from .session import HostSession, absolute
 from . import diff as diffs, execute, inventory as inventories, spec as specs, ui
 from .errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, OrchError, SpecError
 from .store import RUNNING, SUCCEEDED, Store, dumps
@@ -114,8 +116,8 @@ def render(
     for plan in plans:
         host = chosen[0]
         if host.transport == "local":  # a remote home is only known once connected
-            host = dataclasses.replace(host, workdir=execute.absolute(host.workdir, str(Path.home())))
-        context = execute._context(spec, plan, host, "<run>")
+            host = dataclasses.replace(host, workdir=absolute(host.workdir, str(Path.home())))
+        context = execute.run_context(spec, plan, host, "<run>")
         from . import render as renderer
         from .secrets import redact
 
@@ -195,7 +197,7 @@ async def _follow(run_row: Any) -> None:
 
     inv = inventories.load(settings.inventory)
     host = inv.select([run_row.host])[0]
-    session = await execute.HostSession.open(host)
+    session = await HostSession.open(host)
     srv = server.Server(f"{session.host.workdir}/runs/{run_row.uid}", 0, 0)
     offset = 0
     try:
@@ -223,14 +225,14 @@ def revert(
     async def one(h: inventories.Host) -> list[Any]:
         from .lock import HostLock
 
-        session = await execute.HostSession.open(h)
+        session = await HostSession.open(h)
         try:
             lock = HostLock(session.conn, session.host.workdir, "revert")  # never under a live run
             broken = await lock.acquire()
             try:
                 if force:
                     await _show_drift(session)
-                recovery = await execute.recover(session, store, ui.progress, force=force, broken=broken)
+                recovery = await recover(session, store, ui.progress, force=force, broken=broken)
             finally:
                 await lock.release()
             for uid in recovery.interrupted:
@@ -261,7 +263,7 @@ def revert(
     raise typer.Exit(code)
 
 
-async def _show_drift(session: execute.HostSession) -> None:
+async def _show_drift(session: HostSession) -> None:
     from . import patching
 
     for record in await session.journal.records():
@@ -287,7 +289,7 @@ def patches(
     store = _store()
 
     async def one(h: inventories.Host) -> list[Any]:
-        session = await execute.HostSession.open(h)
+        session = await HostSession.open(h)
         try:
             return await session.journal.status()
         finally:
@@ -370,11 +372,10 @@ def check(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """EAGLE-3 checkpoint checks for every run the experiment would make; exit 2 on any error."""
-    from . import hostflags, preflight_run
+    from . import check as checks
 
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
-    groups = asyncio.run(preflight_run.check_plans(spec, plans, chosen, ui.progress))
-    hostflags.merge(groups, asyncio.run(hostflags.check_plans(spec, plans, chosen)))  # flags the host's SGLang rejects
+    groups = asyncio.run(checks.check_plans(spec, plans, chosen))
     if as_json:
         ui.raw(dumps(groups) + "\n")
     else:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import shell
+from .push import cache_root
+from .session import package_dir, sglang_version
 from .engines.sglang import flags
 from .errors import SpecError
 
@@ -19,19 +21,19 @@ Report = Callable[[str, str], None]
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("ORCH_CACHE") or Path.home() / ".cache" / "orch") / "flags"
+    return cache_root() / "flags"
 
 
 async def flag_set(conn: Any, host: Any, packages: dict[str, str]) -> flags.FlagSet | None:
     """The flag set of the host's SGLang (None when the host has none); one round trip when cached."""
-    folder = await _sglang_dir(conn, host, packages)
+    folder = await package_dir(conn, host, packages)
     if folder is None:
         return None
     listing = (await conn.run(shell.flag_sources(folder, flags.SOURCE_FILES))).out
     hashes = sorted(line.split(None, 1)[::-1] for line in listing.splitlines() if line.strip())
     if not hashes:
         return None
-    version = await _version(conn, folder)
+    version = await sglang_version(conn, folder)
     key = hashlib.sha256(json.dumps(hashes).encode()).hexdigest()[:16]
     cached = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', version)}-{key}.json"
     if cached.is_file():
@@ -73,35 +75,6 @@ def findings(problems: list[flags.Problem], template: Path) -> list[dict[str, st
             for p in problems]
 
 
-async def check_plans(spec: Any, plans: list[Any], hosts: list[Any]) -> dict[tuple[str, str], list[dict[str, str]]]:
-    """`orch check`: the flag findings of each (variant, host) the experiment would run."""
-    from . import execute, rehearsal, render
-
-    out: dict[tuple[str, str], list[dict[str, str]]] = {}
-    for name, queue in execute.schedule(plans, hosts).items():
-        host = next(h for h in hosts if h.name == name)
-        session = await execute.HostSession.open(host)
-        try:
-            if host.rehearsal:
-                await rehearsal.install(session.conn, session.host)
-            found = await flag_set(session.conn, session.host, session.packages)
-            for plan in queue:
-                script = render.render_file(spec.template, execute._context(spec, plan, session.host, "check"))
-                problems = flags.check(script, found) if found else []
-                out[(plan.variant, name)] = findings(problems, spec.template)
-        finally:
-            await session.conn.close()
-    return out
-
-
-def merge(groups: list[dict[str, Any]], flag_findings: dict[tuple[str, str], list[dict[str, str]]]) -> None:
-    """Add the flag findings to `orch check`'s groups (one group per variant and host)."""
-    for group in groups:
-        group["findings"] = flag_findings.pop((group["variant"], group["host"]), []) + group["findings"]
-    for (variant, host), items in flag_findings.items():
-        groups.append({"variant": variant, "host": host, "params": {}, "findings": items})
-
-
 def _where(problem: flags.Problem, template: Path) -> str:
     """The template line holding the flag when one does, else the rendered script's line."""
     try:
@@ -111,26 +84,3 @@ def _where(problem: flags.Problem, template: Path) -> str:
     except OSError:
         pass
     return f"launch script line {problem.line}" if problem.line else "launch script"
-
-
-async def _sglang_dir(conn: Any, host: Any, packages: dict[str, str]) -> str | None:
-    if "sglang" not in packages:
-        done = await conn.run(shell.package_dir(host.python, "sglang", host.rehearsal_dir))
-        if not done.ok or not done.out.strip():
-            return None
-        packages["sglang"] = done.out.strip()
-    return packages["sglang"]
-
-
-async def _version(conn: Any, folder: str) -> str:
-    """From `_version.py` (written at build time since about 0.5.9; `version.py` then only holds a
-    `0.0.0.dev0` fallback), else `version.py`."""
-    for name in ("_version.py", "version.py"):
-        try:
-            text = (await conn.read_file(f"{folder}/{name}")).decode(errors="replace")
-        except FileNotFoundError:
-            continue
-        found = re.search(r"^__version__\s*=\s*(?:\w+\s*=\s*)*[\"']([^\"']+)", text, re.MULTILINE)
-        if found:
-            return found.group(1)
-    return "unknown"

@@ -9,7 +9,6 @@ import difflib
 import hashlib
 import re
 import textwrap
-from dataclasses import dataclass
 
 from .errors import PatchError
 from .spec import PatchDef

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import shell
+from .session import package_dir, sglang_version
 from .engines.sglang import preflight, safetensors
 from .engines.sglang.preflight import Capture, Facts, Finding
 from .errors import SpecError
@@ -76,10 +77,10 @@ async def findings_for(conn: Any, host: Any, params: dict[str, Any], env: dict[s
     draft_cfg = await _config(files, str(draft_path))
     if isinstance(target_cfg, Finding) or isinstance(draft_cfg, Finding):
         return [f for f in (target_cfg, draft_cfg) if isinstance(f, Finding)]
-    sglang = await _sglang_dir(conn, host, packages if packages is not None else {})
+    sglang = await package_dir(conn, host, packages if packages is not None else {})
     version = layout_source = None
     if sglang:
-        version = _version(await _text(files, f"{sglang}/version.py"))
+        version = await sglang_version(conn, sglang)
         layout_source = await _text(files, f"{sglang}/srt/models/llama_eagle3.py")
     tensors, vocab = await _draft_tensors(files, str(draft_path))
     arch = (target_cfg.get("architectures") or [None])[0]
@@ -107,21 +108,6 @@ async def _text(files: HostFiles, path: str) -> str | None:
         return (await files.read(path)).decode(errors="replace")
     except (FileNotFoundError, PermissionError):
         return None
-
-
-def _version(text: str | None) -> str | None:
-    found = re.search(r"__version__\s*=\s*[\"']([^\"']+)", text or "")
-    return found.group(1) if found else None
-
-
-async def _sglang_dir(conn: Any, host: Any, packages: dict[str, str]) -> str | None:
-    """The host's sglang folder, found without importing it (shares the run's package cache)."""
-    if "sglang" not in packages:
-        done = await conn.run(shell.package_dir(host.python, "sglang", host.rehearsal_dir))
-        if not done.ok or not done.out.strip():
-            return None
-        packages["sglang"] = done.out.strip()
-    return packages["sglang"]
 
 
 async def _draft_tensors(files: HostFiles, folder: str) -> tuple[dict[str, safetensors.TensorInfo], dict[str, np.ndarray]]:
@@ -195,32 +181,3 @@ async def gate(spec: Any, plan: Any, session: Any, store: Any, run: Any, report:
         raise PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: {bad[0].what}; "
                              f"fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")
     store.event(run, "preflight", f"{len(findings)} finding(s), no errors")
-
-
-async def check_plans(spec: Any, plans: list[Any], hosts: list[Any], report: Any) -> list[dict[str, Any]]:
-    """`orch check`: the findings of every run the experiment would make, on the host it would run
-    on. Checkpoints of the experiment are read from their local (transformed) copies, so nothing
-    needs pushing first; only the rehearsal SGLang is installed on a rehearsal host."""
-    import asyncio
-
-    from . import checkpoint, execute, rehearsal
-
-    prepared = {c.name: await asyncio.to_thread(checkpoint.prepare, c) for c in spec.checkpoints}
-    groups: list[dict[str, Any]] = []
-    for name, queue in execute.schedule(plans, hosts).items():
-        host = next(h for h in hosts if h.name == name)
-        session = await execute.HostSession.open(host)
-        try:
-            if host.rehearsal:
-                await rehearsal.install(session.conn, session.host)
-            for plan in queue:
-                context = execute._context(spec, plan, session.host, "check")
-                overlay = {context["checkpoints"][n]: p.folder for n, p in prepared.items()}
-                found = await findings_for(session.conn, session.host, context["params"], context["env"],
-                                           plan.patches, overlay, session.packages)
-                groups.append({"variant": plan.variant, "host": name, "params": {
-                    k: context["params"].get(k) for k in ("model_path", "draft_model_path")},
-                    "findings": [f.as_json() for f in found]})
-        finally:
-            await session.conn.close()
-    return groups

@@ -36,11 +36,37 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """orch's local caches (manifests, transformed checkpoints, flag sets) go to a temp folder,
+    shared by the session's tests and by the orch commands they start."""
+    os.environ["ORCH_CACHE"] = str(tmp_path_factory.mktemp("orch-cache"))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("ORCH_DB", "ORCH_INVENTORY"):
         monkeypatch.delenv(name, raising=False)
     os.environ.setdefault("COLUMNS", "200")
+
+
+@pytest.fixture
+def no_user_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A throw-away HOME and no agent: nothing may read or write the user's ~/.ssh or ~/.orch."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+@pytest.fixture
+def sshd_box(tmp_path: Path):
+    """A real OpenSSH sshd on 127.0.0.1 with its own host key and client key."""
+    import sshd
+
+    running = sshd.start(tmp_path / "sshd", "box")
+    yield running
+    running.stop()
 
 
 from wheels import sglang_python  # noqa: E402,F401  (fixture: real SGLang wheels in throw-away venvs)

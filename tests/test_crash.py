@@ -263,6 +263,9 @@ def test_file_edited_by_hand_during_a_run_is_not_overwritten(project, where):
     target.write_text(edited)
     output, _ = proc.communicate(timeout=120)
     text = " ".join(output.split())
+    assert proc.returncode == 1, output  # a run that leaves a file changed fails
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert record["status"] == "failed" and "patch-drifted" in record["flags"]
     assert target.read_text() == edited  # the run's revert refused to overwrite it
     assert f"{target} changed during the run; left as it is" in text, output
     assert "orch revert --host local --force" in text

@@ -41,11 +41,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(autouse=True)
-def _no_user_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+def _no_user_ssh(no_user_ssh) -> None:
+    """Every test here runs with a throw-away HOME (see conftest.no_user_ssh)."""
 
 
 def fleet_project(project: Path, fleet: sshd.Fleet, index: int, requests: int = 16) -> tuple[str, Path]:

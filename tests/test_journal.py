@@ -1,12 +1,10 @@
 """The host journal on real files through the local transport."""
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
 
-from orchestrator import patching
 from orchestrator.inventory import Host
 from orchestrator.journal import DRIFTED, REVERTED, Journal
 from orchestrator.remote.local import LocalConnection

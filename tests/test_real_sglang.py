@@ -8,16 +8,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 import sshd
-from conftest import ROOT
-from orchestrator import patching
 from orchestrator.errors import PatchError
-from orchestrator.execute import HostSession
+from orchestrator.session import HostSession
 from orchestrator.inventory import Host
 from orchestrator.journal import REVERTED
 from orchestrator.spec import PatchDef

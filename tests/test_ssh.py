@@ -26,19 +26,13 @@ pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.ssh
 
 
 @pytest.fixture(autouse=True)
-def _no_user_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A throw-away HOME and no agent: nothing here may read or write the user's ~/.ssh."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+def _no_user_ssh(no_user_ssh) -> None:
+    """Every test here runs with a throw-away HOME (see conftest.no_user_ssh)."""
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    running = sshd.start(tmp_path / "sshd", "box")
-    yield running
-    running.stop()
+def server(sshd_box):
+    return sshd_box
 
 
 @pytest.fixture

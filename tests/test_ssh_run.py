@@ -23,19 +23,13 @@ SHIPPED = ROOT / "orchestrator" / "sim" / "sglang"
 
 
 @pytest.fixture(autouse=True)
-def _no_user_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A throw-away HOME and no agent: nothing here may read or write the user's ~/.ssh or ~/.orch."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+def _no_user_ssh(no_user_ssh) -> None:
+    """Every test here runs with a throw-away HOME (see conftest.no_user_ssh)."""
 
 
 @pytest.fixture
-def box(tmp_path: Path):
-    running = sshd.start(tmp_path / "sshd", "box")
-    yield running
-    running.stop()
+def box(sshd_box):
+    return sshd_box
 
 
 def ssh_project(project: Path, server: sshd.Sshd, known_line: str | None = None) -> Path:

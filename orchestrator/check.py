@@ -1,0 +1,45 @@
+"""`orch check`: every finding for every run an experiment would make, on the host it would run on,
+with one connection per host and nothing pushed, patched or launched."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from . import checkpoint, execute, hostflags, preflight_run, rehearsal, render
+from .engines.sglang import flags
+from .inventory import Host
+from .session import HostSession
+from .spec import RunPlan, Spec
+
+
+async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> list[dict[str, Any]]:
+    """One group per (variant, host): flags the host's SGLang would reject, then the checkpoint
+    findings. Checkpoints of the experiment are read from their local (transformed) copies."""
+    prepared = {c.name: await asyncio.to_thread(checkpoint.prepare, c) for c in spec.checkpoints}
+    groups: list[dict[str, Any]] = []
+    for name, queue in execute.schedule(plans, hosts).items():
+        host = next(h for h in hosts if h.name == name)
+        session = await HostSession.open(host)
+        try:
+            if host.rehearsal:
+                await rehearsal.install(session.conn, session.host)
+            flag_set = await hostflags.flag_set(session.conn, session.host, session.packages)
+            for plan in queue:
+                groups.append(await _check_one(spec, plan, session, flag_set, prepared))
+        finally:
+            await session.conn.close()
+    return groups
+
+
+async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, flag_set: flags.FlagSet | None,
+                     prepared: dict[str, Any]) -> dict[str, Any]:
+    context = execute.run_context(spec, plan, session.host, "check")
+    script = render.render_file(spec.template, context)
+    flag_findings = hostflags.findings(flags.check(script, flag_set) if flag_set else [], spec.template)
+    overlay = {context["checkpoints"][n]: p.folder for n, p in prepared.items()}
+    found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
+                                             plan.patches, overlay, session.packages)
+    params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}
+    return {"variant": plan.variant, "host": session.host.name, "params": params,
+            "findings": flag_findings + [f.as_json() for f in found]}

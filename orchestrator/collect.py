@@ -1,0 +1,98 @@
+"""What a finished run leaves behind, turned into records: metrics with their sources, the decode
+series, debug lines, flags, expectations and the diagnosis of a stored log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import spec as specs, workload
+from .engines.sglang import logs
+from .spec import RunPlan, Spec
+from .store import DebugRow, MetricRow, Run, SeriesRow, Store
+
+REJECTED_AT_OR_BELOW = 1.05
+DISAGREEMENT = 0.05
+
+
+def workload_metrics(result: workload.WorkloadResult) -> dict[str, Any]:
+    return {
+        "requests": len(result.requests),
+        "completion_tokens": result.completion_tokens,
+        "workload_s": result.wall_seconds,
+        "output_tok_s": result.completion_tokens / result.wall_seconds if result.wall_seconds else None,
+    }
+
+
+def record(store: Store, run: Run, metrics: dict[str, Any], result: workload.WorkloadResult,
+                    info: dict[str, Any] | None, endpoint: str | None, log: bytes, spec: Spec,
+                    plan: RunPlan, context: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Accept length from its three sources, the decode series, debug lines; flags and notes."""
+    report = logs.parse_log_bytes(log, spec.debug_pattern)
+    rows: list[MetricRow] = []
+    notes: list[str] = []
+    headline = result.accept_len
+    rows.append(MetricRow(run_id=run.id, name="accept_len", value=headline, source="meta_info",
+                          note="sum(completion_tokens) / sum(spec_verify_ct) over the workload"))
+    server_value = workload.avg_spec_accept_length(info)
+    rows.append(MetricRow(run_id=run.id, name="accept_len", value=server_value, source=f"server_info:{endpoint}",
+                          note="" if server_value is not None else
+                          "absent: the server updates it every decode-log interval (40 rounds by default)"))
+    decode_values = [d.accept_len for d in report.decode if d.accept_len is not None]
+    decode_mean = sum(decode_values) / len(decode_values) if decode_values else None
+    rows.append(MetricRow(run_id=run.id, name="accept_len", value=decode_mean, source="decode_log",
+                          note=f"mean of {len(decode_values)} decode-line intervals"))
+    accept_rates = [d.accept_rate for d in report.decode if d.accept_rate is not None]
+    throughput = [d.gen_throughput for d in report.decode if d.gen_throughput is not None]
+    metrics.update({
+        "accept_len": headline,
+        "accept_rate": accept_rates[-1] if accept_rates else None,
+        "gen_throughput": sum(throughput) / len(throughput) if throughput else None,
+        "decode_intervals": len(report.decode),
+    })
+    for name, value in metrics.items():
+        if name != "accept_len":
+            rows.append(MetricRow(run_id=run.id, name=name, value=value, source="orch"))
+    store.add(*rows)
+    store.add(*(SeriesRow(run_id=run.id, kind="decode", seq=i, time=d.time, values={
+        "accept_len": d.accept_len, "accept_rate": d.accept_rate, "running_req": d.running_req,
+        "tokens": d.tokens, "token_usage": d.token_usage, "gen_throughput": d.gen_throughput,
+        "queue_req": d.queue_req}) for i, d in enumerate(report.decode)))
+    store_debug_lines(store, run, log, spec.debug_pattern, report.debug_lines)
+    flags = []
+    speculative = bool(context["params"].get("speculative_algorithm"))
+    if speculative and headline is not None and headline <= REJECTED_AT_OR_BELOW:
+        flags.append("draft-rejected")
+        notes.append(f"accept length {headline:.2f}: the target accepts almost no draft tokens; run `orch check` on the experiment")
+    for other in (server_value, decode_mean):
+        if headline and other and abs(other - headline) / headline > DISAGREEMENT:
+            store.event(run, "warning", f"accept length sources disagree: meta_info {headline:.2f} vs {other:.2f}")
+            notes.append(f"warning: accept length sources disagree ({headline:.2f} vs {other:.2f})")
+            break
+    return flags, notes
+
+
+def diagnose_stored_log(store: Store, run: Run, pattern: str) -> None:
+    """A server that died after it was ready (mid-workload): the diagnosis from its stored log."""
+    log = store.log(run)
+    if store.get(run.uid).diagnosis is None and log:
+        found = logs.parse_log_bytes(log, pattern).diagnosis
+        if found is not None:
+            store.update_run(run, diagnosis={"kind": found.kind, "summary": found.summary, "evidence": list(found.evidence)})
+
+
+def store_debug_lines(store: Store, run: Run, log: bytes, pattern: str, lines: Any = None) -> None:
+    if lines is None:
+        lines = logs.parse_log_bytes(log, pattern).debug_lines
+    store.add(*(DebugRow(run_id=run.id, seq=i, text=d.text, fields=d.fields) for i, d in enumerate(lines)))
+
+
+def check_expectations(plan: RunPlan, metrics: dict[str, Any]) -> list[str]:
+    failed = []
+    for name, rule in plan.expect.items():
+        op, bound = specs.parse_expectation(rule, f"variant {plan.variant} expect {name}")
+        value = metrics.get(name)
+        checks = {">": lambda v: v > bound, ">=": lambda v: v >= bound, "<": lambda v: v < bound,
+                  "<=": lambda v: v <= bound, "==": lambda v: v == bound, "!=": lambda v: v != bound}
+        if value is None or not checks[op](value):
+            failed.append(f"{name} = {value if value is None else round(value, 3)} is not {op} {bound}")
+    return failed
