@@ -10,8 +10,8 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip >/dev/null
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --upgrade pip > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	$(BIN)/pip install -q -e '.[test]' >> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	touch $@
 
 # What the SSH tests need from the system: OpenSSH's server and iproute2 (installed when missing, as root).

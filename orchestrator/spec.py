@@ -112,7 +112,7 @@ def load(path: Path) -> Spec:
     yamlfile.check_keys(data, TOP_KEYS, "the experiment")
     patches = _patches(data, path)
     variants = _variants(data, patches)
-    template = path.parent / str(data.get("template", "../templates/sglang_launch.sh.j2"))
+    template = Path(os.path.normpath(path.parent / str(data.get("template", "../templates/sglang_launch.sh.j2"))))
     if not template.is_file():
         raise SpecError(f"{data.where('template')}: template {template} not found; fix `template:`")
     debug_pattern = str(data.get("debug_pattern", DEFAULT_DEBUG_PATTERN))
