@@ -8,16 +8,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from .recovery import recover
-from .session import HostSession, absolute
-from . import diff as diffs, execute, inventory as inventories, spec as specs, ui
+# Only light modules at the top: each command imports the heavy ones (the database layer, the run
+# lifecycle, SSH) it needs, so `orch hosts check` or `orch --help` start in a fraction of the time.
+from . import diff as diffs, inventory as inventories, spec as specs, ui
 from .errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, OrchError, SpecError
-from .store import RUNNING, SUCCEEDED, Store, dumps
-from .engines.sglang import logs as logs_
+
+if TYPE_CHECKING:
+    from .session import HostSession
+    from .store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM-serving experiments on GPU hosts and keep an exact record of every run.")
@@ -43,7 +45,13 @@ def main_options(
 
 
 def _store() -> Store:
+    from .store import Store
+
     return Store(settings.db)
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, default=str)
 
 
 def _split(values: Optional[str]) -> tuple[str, ...]:
@@ -69,6 +77,8 @@ def run(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the checkpoint checks (recorded with each run)."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
+    from . import execute
+
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     if no_preflight:
         spec = dataclasses.replace(spec, preflight=False)
@@ -90,6 +100,9 @@ def _severity(code: int) -> int:
 
 
 def _unfinished(store: Store, plans: list[specs.RunPlan]) -> list[specs.RunPlan]:
+    """The plans without a succeeded run of the same variant and params yet (for --resume)."""
+    from .store import SUCCEEDED
+
     done: dict[tuple[str, str], int] = {}
     for r in store.runs(status=SUCCEEDED):
         key = (r.variant, json.dumps(r.params, sort_keys=True, default=str))
@@ -112,6 +125,9 @@ def render(
     variants: list[str] = typer.Option([], "--variant"),
 ) -> None:
     """Print the launch script each run would use, without touching any host."""
+    from . import execute
+    from .session import absolute
+
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     for plan in plans:
         host = chosen[0]
@@ -177,6 +193,8 @@ def logs(
     debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
 ) -> None:
     """Print a run's server log (stored at the end of the run, or live from the host)."""
+    from .store import RUNNING
+
     store = _store()
     run_row = store.get(run_ref)
     if debug:
@@ -194,6 +212,7 @@ def logs(
 
 async def _follow(run_row: Any) -> None:
     from . import server
+    from .session import HostSession
 
     inv = inventories.load(settings.inventory)
     host = inv.select([run_row.host])[0]
@@ -218,6 +237,9 @@ def revert(
     force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
 ) -> None:
     """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
+    from .recovery import recover
+    from .session import HostSession
+
     inv = inventories.load(settings.inventory)
     chosen = inv.select(_split(host) or list(inv.hosts))
     store = _store()
@@ -284,6 +306,8 @@ def patches(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """What orch has applied (or left drifted) on each host's files, and by which run."""
+    from .session import HostSession
+
     inv = inventories.load(settings.inventory)
     chosen = inv.select(_split(host) or list(inv.hosts))
     store = _store()
@@ -390,9 +414,11 @@ def import_log(
     name: Optional[str] = typer.Option(None, "--name", help="Variant name (default: the file name)."),
     params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
     host: str = typer.Option("imported", "--host", help="The host the run was made on (recorded only)."),
-    debug_pattern: str = typer.Option(logs_.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
+    debug_pattern: str = typer.Option(specs.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
+    from .store import SUCCEEDED
+
     from . import logimport
 
     done = logimport.record(_store(), log_file, name, logimport.parse_params(params), host, debug_pattern)

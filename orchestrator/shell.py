@@ -144,56 +144,70 @@ def move(source: str, target: str) -> str:
 
 FACTS_MARKER = "__ORCH_FACT__"
 
-_FACTS_PYTHON = """\
-import importlib.util, os, platform, re, sys
-print("%(m)s python=" + platform.python_version())
-print("%(m)s python_path=" + sys.executable)
+_FACTS_PYTHON = r"""
+import importlib.util, os, platform, re, socket, sys
+m, workdir, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def fact(key, value):
+    print(m, key + "=" + str(value).replace("\n", " "))
+fact("hostname", socket.gethostname())
+try:
+    release = dict(line.rstrip("\n").split("=", 1) for line in open("/etc/os-release") if "=" in line)
+    fact("os", release.get("PRETTY_NAME", "").strip('"') or platform.system())
+except OSError:
+    fact("os", platform.system() + " " + platform.release())
+fact("kernel", platform.release())
+fact("python", platform.python_version())
+fact("python_path", sys.executable)
 spec = importlib.util.find_spec("sglang")
 if spec and spec.submodule_search_locations:
     folder = list(spec.submodule_search_locations)[0]
     version = ""
-    try:
-        text = open(os.path.join(folder, "version.py")).read()
-        found = re.search(r"__version__\\s*=\\s*[\\"']([^\\"']+)", text)
-        version = found.group(1) if found else ""
-    except OSError:
-        pass
-    if not version:
+    for name in ("_version.py", "version.py"):  # version.py holds only a dev fallback since 0.5.9
         try:
-            import importlib.metadata
-            version = importlib.metadata.version("sglang")
-        except Exception:
-            pass
-    print("%(m)s sglang_dir=" + folder)
-    print("%(m)s sglang_version=" + version)
-""" % {"m": FACTS_MARKER}
+            found = re.search(r"^__version__\s*=\s*(?:\w+\s*=\s*)*[\x22']([^\x22']+)", open(os.path.join(folder, name)).read(), re.M)
+        except OSError:
+            continue
+        if found:
+            version = found.group(1)
+            break
+    fact("sglang_dir", folder)
+    fact("sglang_version", version)
+d = workdir
+while not os.path.isdir(d):
+    d = os.path.dirname(d) or "/"
+st = os.statvfs(d)
+fact("disk_free_kib", st.f_bavail * st.f_frsize // 1024)
+listening = False
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # state 0A is LISTEN; needs no ss/netstat
+    try:
+        rows = open(table).read().splitlines()[1:]
+    except OSError:
+        continue
+    listening = listening or any(r.split()[3] == "0A" and int(r.split()[1].rsplit(":", 1)[1], 16) == port for r in rows)
+fact("port_listening", int(listening))
+"""
 
 
 def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = None) -> str:
     """One script, one round trip: OS, Python, SGLang (found without importing it), GPUs, free disk in
-    the workdir (or its nearest existing parent) and whether `port` is listening.
+    the workdir (or its nearest existing parent) and whether `port` is listening. One Python process
+    gathers all but the GPUs, so a host costs few forks; without a working Python the basic facts
+    still come from the shell.
 
     Output: lines `__ORCH_FACT__ key=value`; GPU and GPU-process lines are nvidia-smi's CSV rows.
     """
     m = FACTS_MARKER
     prefix = f"PYTHONPATH={path(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} " if pythonpath else ""
-    port_hex = f"{int(port):04X}"
     return "\n".join([
-        f'echo "{m} hostname=$(hostname 2>/dev/null || uname -n)"',
-        f'echo "{m} os=$( (. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") || uname -sr)"',
-        f'echo "{m} kernel=$(uname -r)"',
-        f"{prefix}{path(python)} -c {quote(_FACTS_PYTHON)} 2>/dev/null || echo \"{m} python_error=$?\"",
+        f"{prefix}{path(python)} -c {quote(_FACTS_PYTHON)} {quote(m)} {path(workdir)} {int(port)} 2>/dev/null"
+        f' || {{ echo "{m} python_error=$?"; echo "{m} hostname=$(uname -n)"; echo "{m} os=$(uname -sr)";'
+        f' echo "{m} kernel=$(uname -r)"; }}',
         "if command -v nvidia-smi >/dev/null 2>&1; then",
         f"  nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null"
         f" | sed 's/^/{m} gpu=/'",
         f"  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits 2>/dev/null"
         f" | sed 's/^/{m} gpu_process=/'",
         "fi",
-        f"d={path(workdir)}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done",
-        f"echo \"{m} disk_free_kib=$(df -Pk \"$d\" | awk 'NR==2 {{print $4}}')\"",
-        # /proc/net/tcp{,6} state 0A is LISTEN; needs no ss/netstat on the host
-        f"if cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == \"0A\" {{print $2}}' | grep -qi ':{port_hex}$';"
-        f" then echo \"{m} port_listening=1\"; else echo \"{m} port_listening=0\"; fi",
     ])
 
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .diff import Row
-from .store import Run
+
+if TYPE_CHECKING:
+    from .store import Run
 
 # Tables keep their shape when output goes to a file or a pipe (rich assumes 80 columns there).
 _WIDTH = None if sys.stdout.isatty() else 160
