@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
@@ -237,42 +238,31 @@ def revert(
     force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
 ) -> None:
     """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
+    from .lock import HostLock
     from .recovery import recover
-    from .session import HostSession
 
     inv = inventories.load(settings.inventory)
     chosen = inv.select(_split(host) or list(inv.hosts))
     store = _store()
 
-    async def one(h: inventories.Host) -> list[Any]:
-        from .lock import HostLock
-
-        session = await HostSession.open(h)
+    async def one(session: HostSession) -> list[Any]:
+        lock = HostLock(session.conn, session.host.workdir, "revert")  # never under a live run
+        broken = await lock.acquire()
         try:
-            lock = HostLock(session.conn, session.host.workdir, "revert")  # never under a live run
-            broken = await lock.acquire()
-            try:
-                if force:
-                    await _show_drift(session)
-                recovery = await recover(session, store, ui.progress, force=force, broken=broken)
-            finally:
-                await lock.release()
-            for uid in recovery.interrupted:
-                ui.progress(h.name, f"run {uid} marked interrupted: its controller died")
-            return list(recovery.reverted)
+            if force:
+                await _show_drift(session)
+            recovery = await recover(session, store, ui.progress, force=force, broken=broken)
         finally:
-            await session.conn.close()
-
-    async def everyone() -> list[Any]:
-        return await asyncio.gather(*(one(h) for h in chosen), return_exceptions=True)
+            await lock.release()
+        for uid in recovery.interrupted:
+            ui.progress(session.host.name, f"run {uid} marked interrupted: its controller died")
+        return list(recovery.reverted)
 
     code = EXIT_OK
-    for h, result in zip(chosen, asyncio.run(everyone())):
+    for h, result in _each_host(chosen, one):
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
-        elif isinstance(result, BaseException):
-            raise result
         elif not result:
             ui.progress(h.name, "nothing to revert")
         else:
@@ -283,6 +273,27 @@ def revert(
                     ui.progress(h.name, f"  changed since it was patched; original kept at {r.backup}; "
                                         f"`orch revert --host {h.name} --force` restores it")
     raise typer.Exit(code)
+
+
+def _each_host(hosts: list[inventories.Host], work: Callable[[HostSession], Awaitable[Any]]) -> list[tuple[Any, Any]]:
+    """`work(session)` on every host at once: [(host, its result or its OrchError)]; a bug raises."""
+    from .session import HostSession
+
+    async def one(h: inventories.Host) -> Any:
+        session = await HostSession.open(h)
+        try:
+            return await work(session)
+        finally:
+            await session.conn.close()
+
+    async def everyone() -> list[Any]:
+        return await asyncio.gather(*(one(h) for h in hosts), return_exceptions=True)
+
+    results = asyncio.run(everyone())
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, OrchError):
+            raise result
+    return list(zip(hosts, results))
 
 
 async def _show_drift(session: HostSession) -> None:
@@ -306,31 +317,16 @@ def patches(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """What orch has applied (or left drifted) on each host's files, and by which run."""
-    from .session import HostSession
-
     inv = inventories.load(settings.inventory)
     chosen = inv.select(_split(host) or list(inv.hosts))
     store = _store()
-
-    async def one(h: inventories.Host) -> list[Any]:
-        session = await HostSession.open(h)
-        try:
-            return await session.journal.status()
-        finally:
-            await session.conn.close()
-
-    async def everyone() -> list[Any]:
-        return await asyncio.gather(*(one(h) for h in chosen), return_exceptions=True)
-
     rows: list[dict[str, Any]] = []
     code = EXIT_OK
-    for h, result in zip(chosen, asyncio.run(everyone())):
+    for h, result in _each_host(chosen, lambda session: session.journal.status()):
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
             continue
-        if isinstance(result, BaseException):
-            raise result
         for r in result:
             rows.append({"host": h.name, "run": r.run, "run_id": _run_id(store, r.run), "seq": r.seq, "name": r.name,
                          "target": r.target, "file": r.file, "state": r.state, "sha256_before": r.sha256_before,
