@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from . import checkpoint, collect, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
+from . import checkpoint, collect, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
 from .errors import EXIT_INTERRUPTED, HostError, OrchError, SpecError
 from .inventory import Host
 from .journal import APPLIED, DRIFTED
@@ -174,26 +174,14 @@ async def _prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[Pa
     prepared = []
     for patch in plan.patches:
         file = await session.resolve(patch)
-        if file in current:
-            before = current[file]
-            after = (await asyncio.to_thread(_apply_text, patch, before, f"{session.host.name}:{file}"))
-        else:
-            before, after = await session.journal.prepare(patch, file)
+        before, after = await session.journal.prepare(patch, file, current.get(file))
         current[file] = after
         prepared.append((patch, file, before, after))
     return prepared
 
 
-def _apply_text(patch: PatchDef, before: bytes, where: str) -> bytes:
-    from . import patching
-
-    return patching.apply(patch, before.decode(), where).encode()
-
-
 async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: Report) -> Outcome:
     """Render and check everything, change nothing: the script and each patch as a diff."""
-    from . import patching
-
     uid = "dry-run"
     context = run_context(spec, plan, session.host, uid)
     script = render.render_file(spec.template, context)

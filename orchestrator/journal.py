@@ -49,13 +49,15 @@ class Journal:
     def _dir(self, run: str) -> str:
         return f"{self.root}/{run}"
 
-    async def prepare(self, patch: PatchDef, file: str) -> tuple[bytes, bytes]:
-        """The file's current and patched bytes; raises before anything changes."""
+    async def prepare(self, patch: PatchDef, file: str, before: bytes | None = None) -> tuple[bytes, bytes]:
+        """The file's current (or the given, already patched) bytes and the patched bytes; raises
+        before anything changes."""
         where = f"{self.conn.host.name}:{file}"
-        try:
-            before = await self.conn.read_file(file)
-        except FileNotFoundError:
-            raise PatchError(f"{patch.where}: patch '{patch.name}': {where} does not exist; check `file:`") from None
+        if before is None:
+            try:
+                before = await self.conn.read_file(file)
+            except FileNotFoundError:
+                raise PatchError(f"{patch.where}: patch '{patch.name}': {where} does not exist; check `file:`") from None
         try:
             text = before.decode()
         except UnicodeDecodeError:

@@ -6,7 +6,7 @@ Callers pass plain values; nothing else in orch joins user values into shell tex
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 READY_MARKER = "__ORCH_STATUS__"
 
@@ -29,11 +29,6 @@ def path(value: str) -> str:
 def join(args: Iterable[object]) -> str:
     """Quote and join a command's arguments."""
     return " ".join(quote(a) for a in args)
-
-
-def exports(env: Mapping[str, str]) -> str:
-    """`export K=V` lines for a launch script; names are checked by the spec loader."""
-    return "\n".join(f"export {name}={quote(value)}" for name, value in env.items())
 
 
 def mkdir(*paths: str) -> str:
@@ -104,10 +99,6 @@ def remove_pycache(source: str) -> str:
 
 def run_python(python: str, script: str, *args: str) -> str:
     return " ".join([path(python), path(script), *(path(a) for a in args)])
-
-
-def file_exists(p: str) -> str:
-    return f"test -e {path(p)}"
 
 
 def remove_tree(p: str) -> str:
