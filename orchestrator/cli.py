@@ -422,6 +422,12 @@ def import_log(
     raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
 
 
+def _usage_error() -> type:
+    """The base class of command-line usage errors (click's ClickException). Newer typer releases
+    carry their own copy of click, so it is reached through a public subclass, not by import."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
 def main() -> None:
     """Entry point: one-line errors with the right exit code."""
     try:
@@ -434,14 +440,12 @@ def main() -> None:
         sys.exit(EXIT_INTERRUPTED)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except typer.Abort:
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:
+        if isinstance(exc, _usage_error()):
             exc.show()
             sys.exit(EXIT_BAD_INPUT)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(EXIT_INTERRUPTED)
         raise
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 

@@ -89,6 +89,10 @@ async def _stop_leftover_servers(session: HostSession, uids: list[str], report: 
         ended = await session.conn.stat(f"{run_dir}/exit_code")
         if not pid.isdigit() or ended is not None or not (await session.conn.run(shell.group_alive(int(pid)))).ok:
             continue
+        if not (await session.conn.run(shell.group_started_in(int(pid), run_dir))).ok:
+            report(session.host.name, f"warning: pid {pid} in {run_dir}/pid is no longer the server run {uid} "
+                   "started (the host restarted, or the pid was reused); left it alone")
+            continue
         gone = await server.stop(session.conn, server.Server(run_dir, int(pid), 0))
         report(session.host.name, f"stopped the server run {uid} left running (pid {pid})" if gone
                else f"warning: the server run {uid} left running (pid {pid}) survived SIGKILL")

@@ -35,6 +35,9 @@ def mkdir(*paths: str) -> str:
     return "mkdir -p -- " + " ".join(path(p) for p in paths)
 
 
+RUN_MARK = "ORCH_RUN_DIR"  # in the environment of every process of a server orch started: its run folder
+
+
 def launch(run_dir: str, script: str = "launch.sh", log: str = "server.log") -> str:
     """Start `script` detached in its own session; it outlives our connection.
 
@@ -46,7 +49,7 @@ def launch(run_dir: str, script: str = "launch.sh", log: str = "server.log") -> 
     wrapper = f"echo $$ > pid; bash {quote(script)}; echo $? > exit_code"
     return (
         f"cd {path(run_dir)} || exit 1; rm -f pid exit_code; "
-        f"setsid nohup bash -c {quote(wrapper)} > {quote(log)} 2>&1 < /dev/null & "
+        f'{RUN_MARK}="$PWD" setsid nohup bash -c {quote(wrapper)} > {quote(log)} 2>&1 < /dev/null & '
         f"for _ in $(seq 50); do [ -s {path(run_dir)}/pid ] && break; sleep 0.1; done; "
         f"cat {path(run_dir)}/pid"
     )
@@ -74,6 +77,19 @@ def signal_group(pgid: int, sig: str) -> str:
 def group_alive(pgid: int) -> str:
     """Exit 0 while any process of the group is alive."""
     return f"kill -0 -- -{int(pgid)} 2>/dev/null"
+
+
+def group_started_in(pgid: int, run_dir: str) -> str:
+    """Exit 0 if a process of the group carries `run_dir` as its run mark (see `launch`): after a
+    reboot the pid in a pid file may name somebody else's processes, which must not be signalled.
+    Reads /proc directly (no procps needed); a process's environment is readable only by its owner."""
+    return (
+        f'cd {path(run_dir)} 2>/dev/null || exit 1; want="{RUN_MARK}=$PWD"; '
+        'for d in /proc/[0-9]*; do { read -r s < "$d/stat"; } 2>/dev/null || continue; '
+        f's=${{s##*") "}}; set -f; set -- $s; set +f; [ "$3" = {int(pgid)} ] || continue; '
+        '{ tr "\\0" "\\n" < "$d/environ"; } 2>/dev/null | grep -qxF -- "$want" && exit 0; '
+        "done; exit 1"
+    )
 
 
 def package_dir(python: str, package: str, pythonpath: str | None = None) -> str:

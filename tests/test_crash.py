@@ -249,6 +249,32 @@ def test_kill_before_any_patch_marks_the_run_interrupted_without_patches(project
     assert "marked interrupted" in done.stdout
 
 
+def test_a_reused_pid_in_a_dead_runs_pid_file_is_not_signalled(project):
+    """After a host restart the pid a dead run recorded may belong to an unrelated process group:
+    recovery checks the run mark in the group's environment and leaves a stranger alone."""
+    spec = demo(project, requests=2000)
+    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0
+    proc = start_orch(project, "run", str(spec), "--variant", "baseline", "--set", f"port={free_port()}")
+    read_until(proc, "sending")
+    proc.kill()
+    proc.communicate(timeout=60)
+    [dead] = records(project)
+    pid_file = project / "host" / "runs" / dead["uid"] / "pid"
+    os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the "restart": the real server is gone
+    stranger = subprocess.Popen(["setsid", "sleep", "120"])  # a group leader the run did not start
+    try:
+        time.sleep(0.2)
+        pid_file.write_text(f"{stranger.pid}\n")
+        done = orch(project, "revert", "--host", "local")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert stranger.poll() is None, "recovery signalled a process group the run did not start"
+        assert f"pid {stranger.pid}" in done.stdout and "left it alone" in " ".join(done.stdout.split())
+        assert records(project)[0]["status"] == "interrupted"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 # -- drift ------------------------------------------------------------------------------------
 
 

@@ -188,6 +188,22 @@ def test_parse_fields():
         "a": "1", "b": "[1, (2, 3)]", "c": "'x, y'", "d": '{"k": [1]}', "e": "f(g=1)", "h": ""}
     assert parse_fields("ids=[1, 2 unterminated") == {"ids": "[1, 2 unterminated"}
     assert parse_fields("no fields here") == {}
+    # deeper than the regex reaches, or a value running on past a bracket: walked by hand
+    assert parse_fields("x=[[[1, 2]], [3]] y=2") == {"x": "[[[1, 2]], [3]]", "y": "2"}
+    assert parse_fields("a=(1)b c=2") == {"a": "(1)b", "c": "2"}
+
+
+@pytest.mark.parametrize("was_on", [True, False])
+def test_parsing_leaves_the_cycle_collector_as_it_was(was_on):
+    import gc
+
+    (gc.enable if was_on else gc.disable)()
+    try:
+        parse_log_bytes(b"[2026-10-30 12:00:05 TP0] [EAGLE3-DEBUG] shape=1\n")
+        parse_log("x\n")
+        assert gc.isenabled() is was_on
+    finally:
+        gc.enable()
 
 
 def test_extract_debug_lines():

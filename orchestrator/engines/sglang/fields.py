@@ -15,6 +15,8 @@ _NEST2 = r"\((?:[^()\[\]{{}}'\"]|{q}|{n})*\)|\[(?:[^()\[\]{{}}'\"]|{q}|{n})*\]|\
     q=_QUOTED, n=_NEST1)
 # A key never starts inside a word: the lookbehind spares re from retrying every letter of every word.
 _FIELD = re.compile(r"(?<![A-Za-z_])([A-Za-z_][\w.\-]*)=((?:[^\s,()\[\]{{}}'\"]+|{q}|{n})*)".format(q=_QUOTED, n=_NEST2))
+# The same, with the character after the value (empty at the end): one `findall` per line, no match objects.
+_FIELD_AND_NEXT = re.compile(_FIELD.pattern + r"(.?)", re.DOTALL)
 _VALUE_ENDS = frozenset(" \t\r\n\f\v,")
 _PLAIN = re.compile(r"[^\s,()\[\]{}'\"]*")
 _SPECIAL = re.compile(r"[()\[\]{}'\"]")
@@ -23,13 +25,10 @@ _CLOSER = {"(": ")", "[": "]", "{": "}"}
 
 def parse_fields(text: str) -> dict[str, str]:
     """key=value pairs; a value runs to whitespace or a comma outside brackets and quotes."""
-    fields: dict[str, str] = {}
-    for m in _FIELD.finditer(text):
-        end = m.end()
-        if end < len(text) and text[end] not in _VALUE_ENDS:
-            return _walk_fields(text)  # a value nested deeper than the regex reaches, or unbalanced
-        fields[m.group(1)] = m.group(2)
-    return fields
+    found = _FIELD_AND_NEXT.findall(text)
+    if all(after in _VALUE_ENDS or not after for _, _, after in found):
+        return {key: value for key, value, _ in found}
+    return _walk_fields(text)  # a value nested deeper than the regex reaches, or unbalanced
 
 
 def _walk_fields(text: str) -> dict[str, str]:
