@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import contains
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .diagnosis import HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, TRACEBACK_OPENERS, Diagnosis, diagnose
 from .fields import parse_fields
@@ -35,8 +35,7 @@ SERVER_ARGS = "server_args="
 TAIL_SIZE = 4 << 20  # the end of the log searched for failure signatures (a traceback is far shorter)
 
 
-@dataclass(frozen=True)
-class DebugLine:
+class DebugLine(NamedTuple):  # a tuple, like the stats records: cheap to make by the hundred thousand
     text: str  # the line as printed, without the trailing newline
     fields: dict[str, str]  # key=value pairs after the debug tag
 
@@ -133,7 +132,7 @@ def _report(buf, debug_pattern: str, text: Callable) -> LogReport:
     elif isinstance(buf, bytes):  # no literal to search for: the pattern runs over the decoded text
         return _report(text(buf), debug_pattern, str)
     else:
-        candidates = _lines_with(buf, tag, nl)
+        candidates = [line for line in buf.split("\n") if tag.search(line)]
     texts = text(nl.join(candidates)).split("\n") if candidates else []  # one decode for all of them
     debug = tuple(line for line in map(_debug_line, texts, repeat(tag)) if line is not None)
     return LogReport(
@@ -146,19 +145,15 @@ def _report(buf, debug_pattern: str, text: Callable) -> LogReport:
     )
 
 
-def _lines_with(buf, needle, nl, *, first_only: bool = False) -> list:
-    """Each distinct line of buf holding `needle` (a literal, or a compiled regex), without its newline."""
-    finder = needle if isinstance(needle, re.Pattern) else re.compile(re.escape(needle))
-    lines, line_end = [], -1
-    for match in finder.finditer(buf):
-        at = match.start()
-        if at < line_end:  # a second hit on a line already taken
-            continue
-        line_end = buf.find(nl, at)
-        line_end = len(buf) if line_end < 0 else line_end
-        lines.append(buf[buf.rfind(nl, 0, at) + 1:line_end])
-        if first_only:
-            break
+def _lines_with(buf, literal, nl, *, first_only: bool = False) -> list:
+    """Each line of buf holding `literal` (str or bytes, as buf), without its newline. The regex
+    runs on to the line's end itself, so a hit costs one search back for the line's start."""
+    finder = re.compile(re.escape(literal) + (b"[^\n]*" if isinstance(buf, bytes) else "[^\n]*"))
+    matches = [finder.search(buf)] if first_only else finder.finditer(buf)
+    lines = []
+    for match in filter(None, matches):
+        start, end = match.span()
+        lines.append(buf[buf.rfind(nl, 0, start) + 1:end])
     return lines
 
 
