@@ -68,12 +68,14 @@ class Verdict:
 
 
 class HostKeyChecker(asyncssh.SSHClient):
-    """Asked by asyncssh about a key no trusted entry matches: unknown, or changed."""
+    """Asked by asyncssh about a key no trusted entry matches: unknown, or changed. `jump`: the
+    key is the host's jump host's (`proxy_jump:`), trusted by the same files and policy."""
 
-    def __init__(self, host: Host, trust: Trust, verdict: Verdict):
+    def __init__(self, host: Host, trust: Trust, verdict: Verdict, *, jump: bool = False):
         self._host = host
         self._trust = trust
         self._verdict = verdict
+        self._role = f" (jump host of {host.name})" if jump else ""
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         listed_port = None if port in (None, 22) else port
@@ -82,7 +84,7 @@ class HostKeyChecker(asyncssh.SSHClient):
         vouching = self._trust.vouching_file(host, addr, listed_port)
         if vouching is not None:
             self._verdict.message = (
-                f"{self._host.name}: HOST KEY CHANGED for {entry}: it now presents {shown} but {vouching} "
+                f"{self._host.name}: HOST KEY CHANGED for {entry}{self._role}: it now presents {shown} but {vouching} "
                 f"holds another key; this may be an attack, so orch refuses; if the host was reinstalled, "
                 f"remove the old key with `ssh-keygen -R '{entry}' -f {vouching}` and connect again")
             return False
@@ -91,6 +93,6 @@ class HostKeyChecker(asyncssh.SSHClient):
             return True
         scan = f"ssh-keyscan -p {port} {host}" if listed_port else f"ssh-keyscan {host}"
         self._verdict.message = (
-            f"{self._host.name}: unknown host key for {entry}: {shown}; if that fingerprint is right, trust it "
-            f"with `{scan} >> {self._trust.write}`, or set `host_key_policy: accept-new` for this host")
+            f"{self._host.name}: unknown host key for {entry}{self._role}: {shown}; if that fingerprint is right, "
+            f"trust it with `{scan} >> {self._trust.write}`, or set `host_key_policy: accept-new` for this host")
         return False

@@ -1,4 +1,4 @@
-"""The `Connection` protocol over SSH (asyncssh). The only module that imports asyncssh.
+"""The `Connection` protocol over SSH (asyncssh; `dial.py` opens the connection, `hostkeys.py` judges keys).
 
 One connection per host, reused by every stage of a command: commands run on exec channels (at
 most `CHANNELS` open at once, under stock sshd's `MaxSessions 10`), files move over one SFTP
@@ -23,15 +23,10 @@ import asyncssh
 from .. import shell
 from ..errors import HostError
 from ..inventory import Host
-from .base import Completed, FileStat, LinkLost, Unreachable
-from .hostkeys import HostKeyChecker, Trust, Verdict
+from .base import Completed, FileStat, LinkLost
+from .dial import CONNECT_TIMEOUT, connect, reason as _reason, target as _target
 
 CHANNELS = 8  # per connection, the SFTP channel included; stock sshd allows 10 (MaxSessions)
-CONNECT_TIMEOUT = 10.0  # unless the ssh config sets ConnectTimeout
-KEEPALIVE = 10.0  # unless the ssh config sets ServerAliveInterval / ServerAliveCountMax:
-KEEPALIVE_COUNT = 3  # a silent link is declared lost after about 30-40 s
-RETRIES = 3  # handshake attempts on a refused or reset connection (sshd restarting, MaxStartups)
-BACKOFF = 0.5
 PUT_FILES_AT_ONCE = 16
 PUT_CHUNK = 8 * 2**20  # bytes read locally per round of parallel SFTP writes (put_file)
 SKIPPED_NAMES = ("__pycache__",)
@@ -69,7 +64,7 @@ class SSHConnection:
     async def open(cls, host: Host, *, timeout: float | None = None) -> "SSHConnection":
         """Connect and log in; `timeout` bounds the handshake (default: the ssh config's
         ConnectTimeout, else `CONNECT_TIMEOUT`)."""
-        conn = await _connect(host, timeout)
+        conn = await connect(host, timeout)
         self = cls(host, conn, "")
         try:
             # over SFTP, not `echo $HOME`: no login shell, whose rc files (conda, pyenv) can cost 100s of ms
@@ -322,91 +317,3 @@ async def _remove_quietly(sftp: asyncssh.SFTPClient, path: str) -> None:
         await sftp.remove(path)
     except (asyncssh.Error, OSError):
         pass
-
-
-async def _connect(host: Host, timeout: float | None) -> asyncssh.SSHClientConnection:
-    """Open and authenticate, retrying with backoff while the host refuses or resets us."""
-    trust = Trust.for_host(host)
-    verdict = Verdict()
-    settings = {**_where(host), **_unset_by_config(host, timeout), **_options(host, trust, verdict)}
-    delay = BACKOFF
-    for attempt in range(1, RETRIES + 1):
-        verdict.message = ""
-        try:
-            return await asyncssh.connect(host.address or host.name, **settings)
-        except (ConnectionRefusedError, ConnectionResetError, asyncssh.ConnectionLost) as exc:
-            if attempt == RETRIES:
-                raise Unreachable(f"{host.name}: {_target(host)} refused or reset the connection "
-                                  f"{RETRIES} times ({_reason(exc)}); check that sshd runs there") from None
-        except asyncssh.HostKeyNotVerifiable:
-            raise HostError(verdict.message or f"{host.name}: the host key of {_target(host)} is not trusted") from None
-        except asyncssh.PermissionDenied:
-            raise HostError(f"{host.name}: {_target(host)} refused our keys; add this machine's public key to "
-                            f"~/.ssh/authorized_keys there, or set the host's `identity:`") from None
-        except asyncio.TimeoutError:
-            raise Unreachable(f"{host.name}: no answer from {_target(host)} in time; "
-                              f"check the address, the network and that sshd runs there") from None
-        except OSError as exc:  # no route, network down: the kind of trouble that passes
-            raise Unreachable(f"{host.name}: cannot connect to {_target(host)}: {_reason(exc)}") from None
-        except asyncssh.Error as exc:
-            raise HostError(f"{host.name}: cannot connect to {_target(host)}: {_reason(exc)}") from None
-        await asyncio.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable")
-
-
-def _unset_by_config(host: Host, timeout: float | None) -> dict:
-    """orch's keepalive and handshake timeout where the host's ssh config sets none (its
-    ServerAliveInterval, ServerAliveCountMax and ConnectTimeout win, as users expect); an explicit
-    `timeout` above both. The config is read without keys or known_hosts: cheap, no thread."""
-    try:
-        config = asyncssh.SSHClientConnectionOptions(host=host.address or host.name, **_where(host), client_keys=None,
-                                                     known_hosts=None, agent_path=None)
-    except (OSError, ValueError, asyncssh.Error) as exc:
-        raise HostError(f"{host.name}: cannot read the ssh config ({_reason(exc)}); check the host's "
-                        f"`ssh_config:` and `proxy_jump:` in the inventory") from None
-    unset: dict = {}
-    if not config.keepalive_interval:
-        unset.update(keepalive_interval=KEEPALIVE, keepalive_count_max=KEEPALIVE_COUNT)
-    if timeout is not None or config.connect_timeout is None:
-        unset["connect_timeout"] = timeout or CONNECT_TIMEOUT
-    return unset
-
-
-def _where(host: Host) -> dict:
-    """Where to connect: the ssh config to read, port and jump host, when the inventory says."""
-    where: dict = {}
-    if host.ssh_config:
-        where["config"] = [os.path.expanduser(host.ssh_config)]
-    if host.port:
-        where["port"] = host.port
-    if host.proxy_jump:
-        where["tunnel"] = host.proxy_jump
-    return where
-
-
-def _options(host: Host, trust: Trust, verdict: Verdict) -> dict:
-    options: dict = {
-        "known_hosts": trust.known(),
-        "client_factory": lambda: HostKeyChecker(host, trust, verdict),
-        # AES-GCM runs on the CPU's AES instructions: about 2.5x asyncssh's first choice, chacha20-poly1305
-        "encryption_algs": "^aes128-gcm@openssh.com",
-    }
-    if host.user:
-        options["username"] = host.user
-    if host.identity:
-        options["client_keys"] = [os.path.expanduser(host.identity)]
-    return options
-
-
-def _target(host: Host) -> str:
-    where = host.address or host.name
-    user = f"{host.user}@" if host.user else ""
-    return f"{user}{where}:{host.port}" if host.port else f"{user}{where}"
-
-
-def _reason(exc: BaseException) -> str:
-    errno = getattr(exc, "errno", None)
-    text = (getattr(exc, "reason", None) or (os.strerror(errno) if errno else None) or str(exc)
-            or type(exc).__name__)
-    return " ".join(str(text).split())
