@@ -187,6 +187,29 @@ def diff(
         ui.diff(a, b, rows, diffs.command_diff(a, b))
 
 
+SERIES_KINDS = ("decode", "prefill")
+
+
+@app.command()
+def series(
+    run_ref: str = typer.Argument(..., metavar="RUN"),
+    kind: str = typer.Option("decode", "--kind", help="decode or prefill: which log lines' series."),
+    as_csv: bool = typer.Option(False, "--csv", help="Comma-separated values, for a spreadsheet or a plot."),
+) -> None:
+    """A run's time series from its server log: one row per decode (or prefill) log line."""
+    if kind not in SERIES_KINDS:
+        raise SpecError(f"--kind {kind!r}: expected one of {', '.join(SERIES_KINDS)}")
+    store = _store()
+    run_row = store.get(run_ref)
+    rows = [row for row in store.record(run_row)["series"] if row["kind"] == kind]
+    if not rows:
+        ui.note(f"run {run_row.id} has no {kind} series: its log holds no {kind.capitalize()} batch lines")
+    elif as_csv:
+        ui.raw(ui.series_csv(rows))
+    else:
+        ui.series(rows, f"run {run_row.id} {kind} series ({len(rows)} log lines)")
+
+
 @app.command()
 def logs(
     run_ref: str = typer.Argument(..., metavar="RUN"),

@@ -3,12 +3,14 @@ series, debug lines, flags, expectations and the diagnosis of a stored log."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from . import spec as specs, workload
 from .engines.sglang import logs
+from .remote.reconnecting import Reconnection
 from .spec import RunPlan, Spec
-from .store import DebugRow, MetricRow, Run, SeriesRow, Store
+from .store import DebugRow, EventRow, MetricRow, Run, SeriesRow, Store
 
 REJECTED_AT_OR_BELOW = 1.05
 DISAGREEMENT = 0.05
@@ -37,26 +39,16 @@ def record(store: Store, run: Run, metrics: dict[str, Any], result: workload.Wor
     rows.append(MetricRow(run_id=run.id, name="accept_len", value=server_value, source=f"server_info:{endpoint}",
                           note="" if server_value is not None else
                           "absent: the server updates it every decode-log interval (40 rounds by default)"))
-    decode_values = [d.accept_len for d in report.decode if d.accept_len is not None]
-    decode_mean = sum(decode_values) / len(decode_values) if decode_values else None
+    from_log = log_metrics(report)
+    decode_mean = from_log.pop("accept_len")
     rows.append(MetricRow(run_id=run.id, name="accept_len", value=decode_mean, source="decode_log",
-                          note=f"mean of {len(decode_values)} decode-line intervals"))
-    accept_rates = [d.accept_rate for d in report.decode if d.accept_rate is not None]
-    throughput = [d.gen_throughput for d in report.decode if d.gen_throughput is not None]
-    metrics.update({
-        "accept_len": headline,
-        "accept_rate": accept_rates[-1] if accept_rates else None,
-        "gen_throughput": sum(throughput) / len(throughput) if throughput else None,
-        "decode_intervals": len(report.decode),
-    })
+                          note=f"mean of {from_log['decode_intervals']} decode-line intervals"))
+    metrics.update({"accept_len": headline, **from_log})
     for name, value in metrics.items():
         if name != "accept_len":
             rows.append(MetricRow(run_id=run.id, name=name, value=value, source="orch"))
     store.add(*rows)
-    store.add(*(SeriesRow(run_id=run.id, kind="decode", seq=i, time=d.time, values={
-        "accept_len": d.accept_len, "accept_rate": d.accept_rate, "running_req": d.running_req,
-        "tokens": d.tokens, "token_usage": d.token_usage, "gen_throughput": d.gen_throughput,
-        "queue_req": d.queue_req}) for i, d in enumerate(report.decode)))
+    store.add(*series_rows(run.id, report))
     store_debug_lines(store, run, log, spec.debug_pattern, report.debug_lines)
     flags = []
     speculative = bool(context["params"].get("speculative_algorithm"))
@@ -78,6 +70,49 @@ def diagnose_stored_log(store: Store, run: Run, pattern: str) -> None:
         found = logs.parse_log_bytes(log, pattern).diagnosis
         if found is not None:
             store.update_run(run, diagnosis={"kind": found.kind, "summary": found.summary, "evidence": list(found.evidence)})
+
+
+def log_metrics(report: logs.LogReport) -> dict[str, Any]:
+    """What the decode lines say of the whole run: mean accept length and throughput, the last
+    accept rate, and how many log intervals there were."""
+    accept = [d.accept_len for d in report.decode if d.accept_len is not None]
+    rates = [d.accept_rate for d in report.decode if d.accept_rate is not None]
+    throughput = [d.gen_throughput for d in report.decode if d.gen_throughput is not None]
+    return {
+        "accept_len": sum(accept) / len(accept) if accept else None,
+        "accept_rate": rates[-1] if rates else None,
+        "gen_throughput": sum(throughput) / len(throughput) if throughput else None,
+        "decode_intervals": len(report.decode),
+    }
+
+
+def series_rows(run_id: int, report: logs.LogReport) -> list[SeriesRow]:
+    """One row per decode and per prefill log line: its named values, the ranks that printed it
+    ("DP1 TP0") and any other number the line carried, under its printed name."""
+    rows = []
+    for kind, records in (("decode", report.decode), ("prefill", report.prefill)):
+        for seq, line in enumerate(records):
+            values = {name: value for name, value in line._asdict().items()
+                      if name not in ("time", "ranks", "extra", "graph")}
+            if line.ranks:
+                values["ranks"] = " ".join(f"{name}{number}" for name, number in line.ranks.items())
+            rows.append(SeriesRow(run_id=run_id, kind=kind, seq=seq, time=line.time, values={**values, **line.extra}))
+    return rows
+
+
+def record_reconnections(store: Store, run: Run, host: str, reopened: Sequence[Reconnection], since: int,
+                         workload_from: int | None) -> str | None:
+    """Each link reopened from `since` on becomes a "reconnected" event. Returns a clause for the
+    run's error when one was reopened from `workload_from` on (the workload was running): its HTTP
+    requests went through the forward of the old link and were cut, which their error does not say."""
+    store.add(*(EventRow(run_id=run.id, at=link.at, kind="reconnected",
+                         message=f"the SSH link to {host} was reopened after it was lost: {link.reason}")
+                for link in reopened[since:]))
+    cut = reopened[workload_from:] if workload_from is not None else ()
+    if not cut:
+        return None
+    return (f"the SSH link to {host} dropped during the workload ({cut[0].reason}) and was reopened: "
+            f"the requests in flight were cut")
 
 
 def store_debug_lines(store: Store, run: Run, log: bytes, pattern: str, lines: Any = None) -> None:

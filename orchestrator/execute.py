@@ -26,6 +26,7 @@ from .inventory import Host
 from .journal import APPLIED, DRIFTED
 from .lock import HostLock
 from .recovery import recover
+from .remote.reconnecting import reconnections
 from .secrets import mask_env, redact, redact_bytes
 from .session import HostSession
 from .spec import PatchDef, RunPlan, Spec
@@ -211,6 +212,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     status, error, evidence, exit_code = FAILED, None, (), 1
     metrics: dict[str, Any] = {}
     flags: list[str] = []
+    links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
     try:
         await hostflags.check_launch(session.conn, host, session.packages, script, spec.template, report, label)
         await checkpoint.push_stage(spec, plan, session, store, run, report, context)
@@ -231,8 +233,10 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         report(label, f"ready after {metrics['startup_s']:.1f} s; sending {spec.workload.requests} requests")
         address = await session.conn.forward(port)
         base_url = f"http://{address[0]}:{address[1]}"
+        workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
         result = await workload.run(base_url, spec.workload)
         info, endpoint = await workload.server_info(base_url)
+        workload_from = None  # the workload is done: a later drop cuts none of its requests
         metrics.update(collect.workload_metrics(result))
         log = await server.read_log(session.conn, srv, spec.debug_pattern)
         flags, notes = collect.record(store, run, metrics, result, info, endpoint, log, spec, plan, context)
@@ -264,6 +268,9 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             error = (f"{error}; " if error else "") + f"cleanup failed: {exc}"
             status = FAILED if status == SUCCEEDED else status
             store.event(run, "cleanup-failed", str(exc))
+        cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
+        if cut and status == FAILED:
+            error = (f"{error}; " if error else "") + cut
         if status == FAILED:
             collect.diagnose_stored_log(store, run, spec.debug_pattern)
         run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())

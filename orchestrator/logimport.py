@@ -14,12 +14,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import collect
 from .engines.sglang import logs
 from .errors import SpecError
-from .store import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, SeriesRow, Store, now
+from .store import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, Store, now
 
 EXPERIMENT = "imported"
-REJECTED_AT_OR_BELOW = 1.05  # as for runs orch makes (execute.py)
 # server args copied into the run's params, under the names the experiment files use
 PARAMS_FROM_ARGS = {
     "model_path": "model_path", "speculative_draft_model_path": "draft_model_path", "tp_size": "tp_size",
@@ -114,12 +114,12 @@ def record(store: Store, path: Path, name: str | None, params: dict[str, Any], h
     run = Run(uid=_uid(variant), experiment=EXPERIMENT, variant=variant, host=host, spec_path=str(path),
               params=run_params, command=command, controller="orch import")
     store.add(run)
-    metrics = _metrics(report)
+    metrics = collect.log_metrics(report)
     _store_rows(store, run, report, metrics)
     store.save_log(run, data)
     flags = []
     if run_params.get("speculative_algorithm") and metrics["accept_len"] is not None \
-            and metrics["accept_len"] <= REJECTED_AT_OR_BELOW:
+            and metrics["accept_len"] <= collect.REJECTED_AT_OR_BELOW:
         flags.append("draft-rejected")
     diagnosis = report.diagnosis
     status = FAILED if diagnosis else SUCCEEDED
@@ -131,27 +131,12 @@ def record(store: Store, path: Path, name: str | None, params: dict[str, Any], h
     return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command)
 
 
-def _metrics(report: logs.LogReport) -> dict[str, Any]:
-    accept = [d.accept_len for d in report.decode if d.accept_len is not None]
-    rates = [d.accept_rate for d in report.decode if d.accept_rate is not None]
-    throughput = [d.gen_throughput for d in report.decode if d.gen_throughput is not None]
-    return {
-        "accept_len": sum(accept) / len(accept) if accept else None,
-        "accept_rate": rates[-1] if rates else None,
-        "gen_throughput": sum(throughput) / len(throughput) if throughput else None,
-        "decode_intervals": len(report.decode),
-    }
-
-
 def _store_rows(store: Store, run: Run, report: logs.LogReport, metrics: dict[str, Any]) -> None:
     store.add(MetricRow(run_id=run.id, name="accept_len", value=metrics["accept_len"], source="decode_log",
                         note=f"mean of {metrics['decode_intervals']} decode-line intervals (imported log)"))
     store.add(*(MetricRow(run_id=run.id, name=k, value=v, source="decode_log") for k, v in metrics.items()
                 if k != "accept_len"))
-    store.add(*(SeriesRow(run_id=run.id, kind="decode", seq=i, time=d.time, values={
-        "accept_len": d.accept_len, "accept_rate": d.accept_rate, "running_req": d.running_req,
-        "tokens": d.tokens, "token_usage": d.token_usage, "gen_throughput": d.gen_throughput,
-        "queue_req": d.queue_req}) for i, d in enumerate(report.decode)))
+    store.add(*collect.series_rows(run.id, report))
     store.add(*(DebugRow(run_id=run.id, seq=i, text=d.text, fields=d.fields) for i, d in enumerate(report.debug_lines)))
 
 

@@ -152,18 +152,19 @@ def move(source: str, target: str) -> str:
 FACTS_MARKER = "__ORCH_FACT__"
 
 _FACTS_PYTHON = r"""
-import importlib.util, os, platform, re, socket, sys
+import importlib.util, os, re, sys
 m, workdir, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def fact(key, value):
     print(m, key + "=" + str(value).replace("\n", " "))
-fact("hostname", socket.gethostname())
+uname = os.uname()  # not socket or platform: each import costs milliseconds, on every host
+fact("hostname", uname.nodename)
 try:
     release = dict(line.rstrip("\n").split("=", 1) for line in open("/etc/os-release") if "=" in line)
-    fact("os", release.get("PRETTY_NAME", "").strip('"') or platform.system())
+    fact("os", release.get("PRETTY_NAME", "").strip('"') or uname.sysname)
 except OSError:
-    fact("os", platform.system() + " " + platform.release())
-fact("kernel", platform.release())
-fact("python", platform.python_version())
+    fact("os", uname.sysname + " " + uname.release)
+fact("kernel", uname.release)
+fact("python", sys.version.split()[0])
 fact("python_path", sys.executable)
 spec = importlib.util.find_spec("sglang")
 if spec and spec.submodule_search_locations:

@@ -140,6 +140,39 @@ def _delta(row: Row) -> str:
     return f"{row.delta:+.0f}" if whole else f"{row.delta:+.3f}"
 
 
+def series_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns of a series in first-seen order, leaving out the kind and columns with no value."""
+    columns: dict[str, None] = {"time": None, "ranks": None}  # first, when present
+    for row in rows:
+        columns.update((k, None) for k, v in row.items() if k != "kind" and v is not None)
+    return [c for c in columns if any(row.get(c) is not None for row in rows)]
+
+
+def series(rows: list[dict[str, Any]], title: str) -> None:
+    columns = series_columns(rows)
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("time", "ranks") else "right")
+    for row in rows:
+        table.add_row(*(f"{v:.2f}" if isinstance(v := row.get(column), float) else fmt(v) for column in columns))
+    console.print(table)
+
+
+def series_csv(rows: list[dict[str, Any]]) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=series_columns(rows), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def note(message: str) -> None:
+    errors.print(escape(message), soft_wrap=True)
+
+
 def raw(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()

@@ -6,6 +6,7 @@ their own key and known_hosts. Nothing here reads or writes the user's ~/.ssh.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 import random
@@ -60,6 +61,19 @@ def free_port(address: str = "127.0.0.1") -> int:
 
 def known_entry(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
+
+
+def session(host: Host, work):
+    """Open a connection, run `work(conn)`, always close."""
+    from orchestrator.remote.ssh import SSHConnection
+
+    async def go():
+        conn = await SSHConnection.open(host)
+        try:
+            return await work(conn)
+        finally:
+            await conn.close()
+    return asyncio.run(go())
 
 
 @dataclass

@@ -76,6 +76,7 @@ def test_link_cut_while_the_server_starts_reconnects_and_the_run_succeeds(projec
     rec = record(project)
     assert rec["status"] == "succeeded" and rec["metrics"]["accept_len"] < 1.2
     assert [e["kind"] for e in rec["events"]].count("launched") == 1  # it kept running; not started twice
+    assert "reconnected" in [e["kind"] for e in rec["events"]] and rec["error"] is None  # no workload was cut
     assert all(p["state"] == "reverted" for p in rec["patches"]) and untouched(workdir)
     assert server_gone(workdir, rec["uid"])
 
@@ -92,6 +93,10 @@ def test_link_cut_during_the_workload_then_restored_fails_cleanly_and_the_run_re
     rec = record(project)
     assert proc.returncode == 1 and rec["status"] == "failed", seen + rest
     assert "/generate failed" in rec["error"] and "cleanup failed" not in rec["error"]
+    assert f"; the SSH link to {name} dropped during the workload (the connection to " in rec["error"]
+    assert rec["error"].endswith("and was reopened: the requests in flight were cut") and "\n" not in rec["error"]
+    reopened = [e["message"] for e in rec["events"] if e["kind"] == "reconnected"]
+    assert len(reopened) == 1 and "the connection to" in reopened[0] and "dropped" in reopened[0]
     assert all(p["state"] == "reverted" for p in rec["patches"]) and untouched(workdir)  # by the run itself
     assert any(e["kind"] == "stopped" and "gone" in e["message"] for e in rec["events"])
     assert server_gone(workdir, rec["uid"])

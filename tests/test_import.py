@@ -75,3 +75,20 @@ def test_server_args_are_read_as_literals_never_run():
     assert server_args("garbage") == {} and server_args(None) == {}
     assert launch_command({"model_path": "a b", "flag": True, "off": False, "none": None, "ids": [1, 2]}) == \
         "python -m sglang.launch_server --model-path 'a b' --flag --ids 1 2"
+
+
+def test_series_of_an_imported_log_as_a_table_and_as_csv(tmp_path):
+    log = FIXTURES / "sglang_eagle3_debug.log"
+    assert orch(tmp_path, "import", str(log)).returncode == 0
+    table = orch(tmp_path, "series", "last")
+    assert table.returncode == 0 and "decode series (12 log lines)" in table.stdout, table.stdout + table.stderr
+    assert "accept_len" in table.stdout and "gen_throughput" in table.stdout
+    lines = orch(tmp_path, "series", "last", "--kind", "prefill", "--csv").stdout.splitlines()
+    prefill = [line for line in log.read_text().splitlines() if "Prefill batch" in line]
+    assert len(lines) == 1 + len(prefill) == 14
+    header = lines[0].split(",")
+    assert header[0] == "time" and {"new_seq", "new_token", "cached_token", "input_throughput"} <= set(header)
+    first = dict(zip(header, lines[1].split(",")))
+    assert (first["time"], first["new_token"], first["queue_req"]) == ("2026-11-20 14:02:14", "7", "0")
+    bad = orch(tmp_path, "series", "last", "--kind", "verify")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "decode, prefill" in bad.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import sshd
+from sshd import session
 from conftest import ROOT
 from orchestrator.errors import EXIT_HOST, HostError
 from orchestrator.inventory import Host
@@ -45,17 +46,6 @@ def known(tmp_path: Path, server: sshd.Sshd) -> Path:
 @pytest.fixture
 def host(tmp_path: Path, server: sshd.Sshd, known: Path) -> Host:
     return server.host(known, tmp_path / "work")
-
-
-def session(host: Host, work):
-    """Open a connection, run `work(conn)`, always close."""
-    async def go():
-        conn = await SSHConnection.open(host)
-        try:
-            return await work(conn)
-        finally:
-            await conn.close()
-    return asyncio.run(go())
 
 
 def test_run_returns_exit_codes_and_output_without_raising(host):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import sshd
+from sshd import session
 from orchestrator.errors import EXIT_HOST, HostError
 from orchestrator.inventory import Host
 from orchestrator.remote.base import Unreachable
@@ -43,16 +44,6 @@ def target(tmp_path: Path, jump: sshd.Sshd):
 
 def behind(target: sshd.Sshd, jump: sshd.Sshd, known: Path, workdir: Path, **overrides: object) -> Host:
     return target.host(known, workdir, proxy_jump=f"{getpass.getuser()}@{jump.address}:{jump.port}", **overrides)
-
-
-def session(host: Host, work):
-    async def go():
-        conn = await SSHConnection.open(host)
-        try:
-            return await work(conn)
-        finally:
-            await conn.close()
-    return asyncio.run(go())
 
 
 def refusal(host: Host) -> str:

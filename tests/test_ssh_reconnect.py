@@ -14,9 +14,13 @@ from pathlib import Path
 import pytest
 
 import sshd
+from orchestrator import collect
 from orchestrator.errors import HostError
+from orchestrator.inventory import Host
 from orchestrator.remote import LinkLost, connect
-from orchestrator.remote.reconnecting import ReconnectingConnection
+from orchestrator.remote.local import LocalConnection
+from orchestrator.remote.reconnecting import ReconnectingConnection, reconnections
+from orchestrator.store import Run, Store
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
 
@@ -182,3 +186,29 @@ def test_resumable_upload_goes_through_the_wrapper_and_resends_after_a_drop(host
 
     assert session(host, work) == 1
     assert target.read_bytes() == source.read_bytes()
+
+
+def test_each_reopened_link_is_recorded_and_a_run_tells_which_ones_cut_its_workload(host, server, tmp_path):
+    async def work(conn):
+        for _ in range(2):  # once before the "workload", once while it runs
+            await conn.run("true")
+            await asyncio.to_thread(server.drop_connections)
+            await asyncio.sleep(0.3)
+            await conn.stat("/")
+        return list(reconnections(conn))
+
+    before, during = session(host, work)
+    assert before.reason.startswith("the connection to") and "dropped" in before.reason  # no "box: " in front
+    assert before.at < during.at and before.at.endswith("+00:00")
+    store = Store(f"sqlite:///{tmp_path / 'o.db'}")
+    run = Run(uid="u", experiment="e", variant="v", host="box", params={}, env={}, command="")
+    store.add(run)
+    cut = collect.record_reconnections(store, run, "box", [before, during], since=0, workload_from=1)
+    assert cut == (f"the SSH link to box dropped during the workload ({during.reason}) and was reopened: "
+                   "the requests in flight were cut")
+    events = store.record(run)["events"]
+    assert [(e["kind"], e["at"]) for e in events] == [("reconnected", before.at), ("reconnected", during.at)]
+    assert events[0]["message"] == f"the SSH link to box was reopened after it was lost: {before.reason}"
+    assert collect.record_reconnections(store, run, "box", [before], since=0, workload_from=1) is None
+    assert collect.record_reconnections(store, run, "box", [before, during], since=2, workload_from=None) is None
+    assert reconnections(LocalConnection(Host(name="here", transport="local"))) == ()

@@ -16,13 +16,19 @@ bottom. The wrapper knows the transport's two failure kinds (`remote/base.py`):
 Port forwards are reopened on the same local port, so an address handed out earlier stays valid.
 Once reconnecting has failed, every later call fails at once with the same reason: a run's cleanup
 does not wait the whole budget again, and the host's journal lets the next command revert.
+
+Each reopened link is kept as a `Reconnection` (when, and why the old link was lost): traffic that
+does not go through the wrapper (HTTP over a forward) is cut by a drop the wrapper only notices at
+its next call, so the run reads this record to say what happened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +44,17 @@ RECONNECT_BACKOFF = 0.5  # seconds before the second attempt, doubling up to the
 RECONNECT_BACKOFF_MAX = 4.0
 
 
+@dataclass(frozen=True)
+class Reconnection:
+    at: str  # when the link was reopened: UTC, ISO 8601 (as the store writes times)
+    reason: str  # why the old link was lost, without the leading host name
+
+
+def reconnections(conn: Any) -> Sequence[Reconnection]:
+    """The links a connection reopened so far, oldest first; a local connection has no link to lose."""
+    return getattr(conn, "reconnections", ())
+
+
 class ReconnectingConnection:
     def __init__(self, host: Host, conn: Any, opener: Opener):
         self._host = host
@@ -48,13 +65,17 @@ class ReconnectingConnection:
         self._reopening = asyncio.Lock()
         self._forwards: dict[int, int] = {}  # remote port -> the local port callers were given
         self._gave_up: str | None = None
-        self.reconnects = 0
+        self.reconnections: list[Reconnection] = []
 
     @classmethod
     async def open(cls, host: Host, opener: Opener) -> "ReconnectingConnection":
         """The first connection is not retried here: a host unreachable from the start is
         reported at once (the transport already retries a refused handshake)."""
         return cls(host, await opener(host), opener)
+
+    @property
+    def reconnects(self) -> int:
+        return len(self.reconnections)
 
     @property
     def host(self) -> Host:
@@ -126,7 +147,7 @@ class ReconnectingConnection:
                 self._forwards[remote_port] = await self._forward_again(fresh, remote_port, local_port)
             self._conn = fresh
             self._generation += 1
-            self.reconnects += 1
+            self.reconnections.append(Reconnection(_now(), _reason(cause, self._host)))
 
     async def _open_again(self, cause: LinkLost) -> Any:
         started = time.monotonic()
@@ -174,6 +195,10 @@ def _reason(exc: BaseException, host: Host) -> str:
     text = str(exc)
     prefix = f"{host.name}: "
     return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 async def _close_quietly(conn: Any) -> None:
