@@ -429,10 +429,12 @@ def check(
 
 @app.command("import")
 def import_log(
-    log_file: Path = typer.Argument(..., metavar="LOGFILE", help="Server log of a run made by hand."),
+    log: str = typer.Argument(..., metavar="LOGFILE", help="Server log of a run made by hand: a local path, or "
+                              "HOST:PATH for a log on an inventory host."),
     name: Optional[str] = typer.Option(None, "--name", help="Variant name (default: the file name)."),
     params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
-    host: str = typer.Option("imported", "--host", help="The host the run was made on (recorded only)."),
+    host: Optional[str] = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
+                                       "the HOST of HOST:PATH, else `imported`)."),
     debug_pattern: str = typer.Option(specs.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
@@ -440,9 +442,22 @@ def import_log(
 
     from . import logimport
 
-    done = logimport.record(_store(), log_file, name, logimport.parse_params(params), host, debug_pattern)
+    source = _log_source(log, debug_pattern, logimport)
+    done = logimport.record(_store(), source, name, logimport.parse_params(params), host, debug_pattern)
     ui.imported(done)
     raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
+
+
+def _log_source(log: str, debug_pattern: str, logimport: Any) -> Any:
+    """A local file when one is there; else HOST:PATH with a host of the inventory."""
+    if Path(log).exists() or ":" not in log or not settings.inventory.exists():
+        return logimport.read_local(Path(log))
+    hosts = inventories.load(settings.inventory).hosts
+    remote = logimport.split_remote(log, hosts)
+    if remote is None:
+        raise SpecError(f"{log}: no such file here, and {log.partition(':')[0]!r} is not a host of "
+                        f"{settings.inventory}; give a local path or HOST:PATH")
+    return asyncio.run(logimport.read_remote(hosts[remote[0]], remote[1], debug_pattern))
 
 
 def _usage_error() -> type:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import ast
 import json
+import posixpath
 import re
 import secrets as random_ids
 import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import collect
@@ -98,21 +99,60 @@ def _scalar(text: str) -> Any:
     return text
 
 
-def record(store: Store, path: Path, name: str | None, params: dict[str, Any], host: str,
-           debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> Imported:
-    """Store one run from the log at `path`; failed when the log holds a known failure."""
+@dataclass(frozen=True)
+class LogSource:
+    data: bytes
+    where: str  # the local path, or HOST:PATH
+    host: str | None  # the inventory host it was read from
+    note: str = ""  # how it was fetched, when it was cut down on the host
+
+
+def read_local(path: Path) -> LogSource:
     try:
-        data = path.read_bytes()
+        return LogSource(path.read_bytes(), str(path), None)
     except OSError as exc:
-        raise SpecError(f"{path}: cannot read the log: {exc.strerror or exc}; give the path of a server log") from None
+        raise SpecError(f"{path}: cannot read the log: {exc.strerror or exc}; give the path of a server log, "
+                        f"or HOST:PATH for a log on an inventory host") from None
+
+
+def split_remote(ref: str, hosts: Any) -> tuple[str, str] | None:
+    """("gpu1", "/var/log/sglang.log") for "gpu1:/var/log/sglang.log" when gpu1 is an inventory host."""
+    name, sep, where = ref.partition(":")
+    return (name, where) if sep and where and name in hosts else None
+
+
+async def read_remote(host: Any, path: str, debug_pattern: str) -> LogSource:
+    """A log on a host, over its transport; a big one cut down there to what the parser reads."""
+    from . import server
+    from .remote import connect
+    from .session import absolute
+
+    conn = await connect(host)
+    try:
+        data, size = await server.fetch_log(conn, posixpath.join(conn.home, absolute(path, conn.home)), debug_pattern)
+    except FileNotFoundError:
+        raise SpecError(f"{host.name}:{path}: no such log on the host; check the path "
+                        f"(`orch import {host.name}:/full/path/to/server.log`)") from None
+    except IsADirectoryError:
+        raise SpecError(f"{host.name}:{path}: a folder, not a log; give the log file's path") from None
+    finally:
+        await conn.close()
+    note = "" if len(data) == size else f"cut down on the host from {size} bytes to the lines orch reads and the last part"
+    return LogSource(data, f"{host.name}:{path}", host.name, note)
+
+
+def record(store: Store, source: LogSource, name: str | None, params: dict[str, Any], host: str | None,
+           debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> Imported:
+    """Store one run from a server log; failed when the log holds a known failure."""
+    data = source.data
     report = logs.parse_log_bytes(data, debug_pattern)
     args = server_args(report.server_args)
     command = launch_command(args) if args else ""
     run_params = {mine: args[theirs] for theirs, mine in PARAMS_FROM_ARGS.items() if args.get(theirs) is not None}
     run_params.update(params)
-    variant = name or path.stem
-    run = Run(uid=_uid(variant), experiment=EXPERIMENT, variant=variant, host=host, spec_path=str(path),
-              params=run_params, command=command, controller="orch import")
+    variant = name or PurePosixPath(source.where.rpartition(":")[2] if source.host else source.where).stem
+    run = Run(uid=_uid(variant), experiment=EXPERIMENT, variant=variant, host=host or source.host or "imported",
+              spec_path=source.where, params=run_params, command=command, controller="orch import")
     store.add(run)
     metrics = collect.log_metrics(report)
     _store_rows(store, run, report, metrics)
@@ -123,7 +163,7 @@ def record(store: Store, path: Path, name: str | None, params: dict[str, Any], h
         flags.append("draft-rejected")
     diagnosis = report.diagnosis
     status = FAILED if diagnosis else SUCCEEDED
-    store.event(run, "imported", f"from {path} ({len(data)} bytes)")
+    store.event(run, "imported", f"from {source.where} ({len(data)} bytes)" + (f"; {source.note}" if source.note else ""))
     store.update_run(run, status=status, flags=flags, ended_at=now(),
                      error=f"server failed: {diagnosis.summary}" if diagnosis else None,
                      diagnosis={"kind": diagnosis.kind, "summary": diagnosis.summary,

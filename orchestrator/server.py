@@ -137,14 +137,22 @@ FETCH_LIMIT = 64 << 20  # a bigger log is cut down on the host to the parts orch
 
 
 async def read_log(conn: Connection, server: Server, debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> bytes:
-    """The server log; one over FETCH_LIMIT as the lines `logs.parse_log` reads, then its tail."""
-    size = (await conn.run(shell.file_size(server.log))).out.strip()
-    pattern = logs.host_grep_pattern(debug_pattern)
-    if size.isdigit() and int(size) > FETCH_LIMIT and pattern is not None:
-        done = await conn.run(shell.log_excerpt(server.log, pattern, logs.TAIL_SIZE), timeout=600)
-        if done.ok:
-            return done.stdout
+    """The server log (empty if there is none yet); see `fetch_log`."""
     try:
-        return await conn.read_file(server.log)
+        return (await fetch_log(conn, server.log, debug_pattern))[0]
     except FileNotFoundError:
         return b""
+
+
+async def fetch_log(conn: Connection, log: str, debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> tuple[bytes, int]:
+    """A log on the host and its full size; one over FETCH_LIMIT comes as the lines
+    `logs.parse_log` reads, then its tail. FileNotFoundError if there is no such file."""
+    found = await conn.stat(log)
+    if found is None:
+        raise FileNotFoundError(log)
+    pattern = logs.host_grep_pattern(debug_pattern)
+    if found.size > FETCH_LIMIT and pattern is not None:
+        done = await conn.run(shell.log_excerpt(log, pattern, logs.TAIL_SIZE), timeout=600)
+        if done.ok:
+            return done.stdout, found.size
+    return await conn.read_file(log), found.size

@@ -341,11 +341,6 @@ def flag_sources(folder: str, patterns: tuple[str, ...]) -> str:
     return f"cd {path(folder)} 2>/dev/null || exit 0; for f in {globs}; do [ -f \"$f\" ] && sha256sum -- \"$f\"; done; true"
 
 
-def file_size(p: str) -> str:
-    """The size of a file in bytes (`0` when it is missing)."""
-    return f"stat -c %s -- {path(p)} 2>/dev/null || echo 0"
-
-
 def log_excerpt(p: str, pattern: str, tail: int) -> str:
     """A big log cut down on the host: the lines matching an extended regex (LC_ALL=C grep: bytewise,
     no locale decoding), then the log's end from the first line start in its last `tail` bytes."""

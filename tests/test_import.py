@@ -92,3 +92,51 @@ def test_series_of_an_imported_log_as_a_table_and_as_csv(tmp_path):
     assert (first["time"], first["new_token"], first["queue_req"]) == ("2026-11-20 14:02:14", "7", "0")
     bad = orch(tmp_path, "series", "last", "--kind", "verify")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "decode, prefill" in bad.stderr
+
+
+def test_import_reads_a_log_on_an_inventory_host(project):
+    """HOST:PATH reads the log over the host's transport (here the local one) and records that host."""
+    log = project / "host-logs" / "kimi_by_hand.log"
+    log.parent.mkdir()
+    log.write_bytes((FIXTURES / "sglang_eagle3_debug.log").read_bytes())
+    done = orch(project, "import", f"local:{log}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert (record["host"], record["variant"], record["metrics"]["decode_intervals"]) == ("local", "kimi_by_hand", 12)
+    assert any(e["kind"] == "imported" and f"local:{log}" in e["message"] for e in record["events"])
+
+
+def test_a_missing_log_on_a_host_is_one_line_exit_2_and_records_nothing(project):
+    done = orch(project, "import", f"local:{project}/no/such.log")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"local:{project}/no/such.log: no such log on the host" in done.stderr
+    unknown = orch(project, "import", "gpu9:/var/log/sglang.log")
+    assert unknown.returncode == 2 and "'gpu9' is not a host of" in unknown.stderr
+    assert json.loads(orch(project, "ls", "--json").stdout) == []
+
+
+def test_import_over_ssh_cuts_a_big_log_down_on_the_host(sshd_box, no_user_ssh, tmp_path, monkeypatch):
+    """Through a real sshd: a log over the fetch limit comes back as the lines the parser reads
+    plus its tail, and parses to the same decode series and debug lines as the whole log."""
+    import asyncio
+
+    from orchestrator import logimport, server
+    from orchestrator.engines.sglang.logs import parse_log_bytes
+
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd_box.known_line())
+    host = sshd_box.host(known, tmp_path / "work")
+    noise = b"".join(b"[2026-11-20 14:02:15] INFO:     127.0.0.1:5000 - \"POST /generate HTTP/1.1\" 200 OK\n"
+                     for _ in range(20000))
+    whole = (FIXTURES / "sglang_eagle3_debug.log").read_bytes()
+    head, _, rest = whole.partition(b"\n[2026-11-20 14:02:22")
+    log = tmp_path / "big.log"
+    log.write_bytes(head + b"\n" + noise + b"[2026-11-20 14:02:22" + rest)
+    monkeypatch.setattr(server, "FETCH_LIMIT", 1 << 20)
+    monkeypatch.setattr(server.logs, "TAIL_SIZE", 4096)
+    source = asyncio.run(logimport.read_remote(host, str(log), logimport.logs.DEFAULT_DEBUG_PATTERN))
+    assert source.host == "box" and source.where == f"box:{log}" and "cut down on the host" in source.note
+    assert len(source.data) < log.stat().st_size // 10
+    fetched, full = parse_log_bytes(source.data), parse_log_bytes(log.read_bytes())
+    assert fetched.decode == full.decode and fetched.debug_lines == full.debug_lines and len(full.decode) == 12
+    assert fetched.server_args == full.server_args and fetched.ready == full.ready
