@@ -134,14 +134,27 @@ def remove_empty_dir(p: str) -> str:
     return f"rmdir -- {path(p)} 2>/dev/null; true"
 
 
-def in_bash(command: str) -> str:
+DEADLINE_GRACE = 2  # seconds the host's own deadline runs past the controller's
+
+
+def in_bash(command: str, deadline: float | None = None) -> str:
     """Run `command` under bash whatever the login shell is, so SSH hosts behave like the local one.
 
     The login shell has already read the user's rc files; SHLVL=2 stops this inner bash from
     reading ~/.bashrc a second time (bash does so under sshd only at shell level 1), which on hosts
     with conda or pyenv init costs 100 ms or more per command.
+
+    With a `deadline` (seconds), the host's `timeout` runs the command in a process group of its
+    own and, on SIGTERM (what the controller sends when it gives up) or a little after the
+    deadline, signals that whole group: a grep or a stuck Python a command started does not live
+    on, orphaned, on a shared host. Without `timeout` there (not coreutils), plain bash.
     """
-    return f"SHLVL=2 exec bash -c {quote(command)}"
+    run = f"bash -c {quote(command)}"
+    if deadline is None:
+        return f"SHLVL=2 exec {run}"
+    limit = int(-(-deadline // 1)) + DEADLINE_GRACE
+    return (f"if command -v timeout >/dev/null 2>&1; then SHLVL=2 exec timeout -k 5 {limit} {run}; "
+            f"else SHLVL=2 exec {run}; fi")
 
 
 def move(source: str, target: str) -> str:

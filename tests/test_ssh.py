@@ -21,6 +21,7 @@ from sshd import session
 from conftest import ROOT
 from orchestrator.errors import EXIT_HOST, HostError
 from orchestrator.inventory import Host
+from orchestrator.remote.local import LocalConnection
 from orchestrator.remote.ssh import SSHConnection
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
@@ -71,6 +72,36 @@ def test_run_timeout_raises_host_error(host):
     started = time.monotonic()
     assert session(host, work).out == "still usable\n"
     assert time.monotonic() - started < 4
+
+
+@pytest.mark.parametrize("transport", ["ssh", "local"])
+def test_a_timed_out_command_leaves_nothing_it_started_running(host, tmp_path, transport):
+    """A command given up on ends with its children (a shared host keeps no orphaned grep or Python)."""
+    pid_file = tmp_path / "child.pid"
+    command = f"sleep 300 & echo $! > {pid_file}; sleep 300; wait"
+
+    async def work(conn):
+        with pytest.raises(HostError, match="timed out"):
+            await conn.run(command, timeout=1)
+
+    if transport == "ssh":
+        session(host, work)
+    else:
+        asyncio.run(work(LocalConnection(dataclasses.replace(host, transport="local"))))
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), f"the command's child {child} outlived the timeout ({transport})"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended, waiting for its parent
 
 
 def test_many_commands_share_one_connection_within_max_sessions(host):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import shutil
 import tempfile
 from pathlib import Path
@@ -27,13 +28,16 @@ class LocalConnection:
             "bash", "-c", command,
             stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            process_group=0,  # its own group: a command given up on is ended with all it started
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
         except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
+            await _end_group(proc)
             raise HostError(f"{self.host.name}: command timed out after {timeout} s: {command[:120]}") from None
+        except asyncio.CancelledError:  # Ctrl-C: the terminal's SIGINT no longer reaches the group
+            await _end_group(proc)
+            raise
         return Completed(command, proc.returncode if proc.returncode is not None else -1, out, err)
 
     async def read_file(self, path: str) -> bytes:
@@ -87,3 +91,11 @@ def _write_atomic(target: Path, data: bytes, mode: int | None) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+async def _end_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # already gone, children and all
+    await proc.wait()

@@ -90,7 +90,7 @@ class SSHConnection:
                 raise self._lost("run a command", None, started=False)
             try:
                 process = await self._conn.create_process(
-                    shell.in_bash(command), encoding=None,
+                    shell.in_bash(command, deadline=timeout), encoding=None,
                     stdin=asyncssh.DEVNULL if input is None else asyncssh.PIPE,
                 )
                 try:
@@ -288,9 +288,10 @@ class SSHConnection:
 
 
 def _stop(process: asyncssh.SSHClientProcess) -> None:
-    """Ask sshd to kill a command we gave up on (OpenSSH >= 7.9 honours channel signals)."""
+    """Ask sshd to end a command we gave up on (OpenSSH >= 7.9 honours channel signals). TERM, not
+    KILL: the host's `timeout` (see `shell.in_bash`) passes it on to every process of the command."""
     try:
-        process.kill()
+        process.terminate()
     except (asyncssh.Error, OSError):
         pass
 

@@ -1,0 +1,123 @@
+"""The `orch` command: thin typer commands that load inputs, call the work, and print.
+
+This module holds the app, the global options, the helpers every command shares and `main()`;
+the commands live in `runs`, `records`, `hosts` and `inputs`, imported at the end to register."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+# Only light modules at the top: each command imports the heavy ones (the database layer, the run
+# lifecycle, SSH) it needs, so `orch hosts check` or `orch --help` start in a fraction of the time.
+from .. import inventory as inventories, spec as specs, ui
+from ..errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
+
+if TYPE_CHECKING:
+    from ..session import HostSession
+    from ..store import Store
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Run LLM-serving experiments on GPU hosts and keep an exact record of every run.")
+hosts_app = typer.Typer(help="The hosts of the inventory.", invoke_without_command=True)
+app.add_typer(hosts_app, name="hosts")
+
+
+class Settings:
+    db: str = "sqlite:///orch.db"
+    inventory: Path = Path("inventory.yaml")
+
+
+settings = Settings()
+
+
+@app.callback()
+def main_options(
+    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: $ORCH_DB or sqlite:///orch.db)."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", help="Inventory file (default: $ORCH_INVENTORY or ./inventory.yaml)."),
+) -> None:
+    settings.db = db or os.environ.get("ORCH_DB") or "sqlite:///orch.db"
+    settings.inventory = inventory or Path(os.environ.get("ORCH_INVENTORY") or "inventory.yaml")
+
+
+def _store() -> Store:
+    from ..store import Store
+
+    return Store(settings.db)
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, default=str)
+
+
+def _split(values: Optional[str]) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (values or "").split(",") if v.strip())
+
+
+def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants: list[str]):
+    spec = specs.load(spec_path)
+    plans = specs.expand(spec, overrides, tuple(variants))
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(hosts) or spec.hosts)
+    return spec, plans, chosen
+
+
+def _each_host(hosts: list[inventories.Host], work: Callable[[HostSession], Awaitable[Any]]) -> list[tuple[Any, Any]]:
+    """`work(session)` on every host at once: [(host, its result or its OrchError)]; a bug raises."""
+    from ..session import HostSession
+
+    async def one(h: inventories.Host) -> Any:
+        session = await HostSession.open(h)
+        try:
+            return await work(session)
+        finally:
+            await session.conn.close()
+
+    async def everyone() -> list[Any]:
+        return await asyncio.gather(*(one(h) for h in hosts), return_exceptions=True)
+
+    results = asyncio.run(everyone())
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, OrchError):
+            raise result
+    return list(zip(hosts, results))
+
+
+def _usage_error() -> type:
+    """The base class of command-line usage errors (click's ClickException). Newer typer releases
+    carry their own copy of click, so it is reached through a public subclass, not by import."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def main() -> None:
+    """Entry point: one-line errors with the right exit code."""
+    try:
+        code = app(standalone_mode=False)  # returns the code of a typer.Exit instead of raising it
+    except OrchError as exc:
+        ui.error(str(exc), exc.evidence)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        ui.error("interrupted; patches of the interrupted run were reverted")
+        sys.exit(EXIT_INTERRUPTED)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:
+        if isinstance(exc, _usage_error()):
+            exc.show()
+            sys.exit(EXIT_BAD_INPUT)
+        raise
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+# Last, so the commands find the app and helpers above. `orch --help` lists commands in the order
+# they register: keep this import order (run first; the `hosts` group is always listed last).
+from . import runs as _runs, records as _records, hosts as _hosts, inputs as _inputs  # noqa: F401, I001

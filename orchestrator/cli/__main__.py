@@ -1,0 +1,5 @@
+"""`python -m orchestrator.cli ...`, the same as `orch ...`."""
+
+from . import main
+
+main()

@@ -1,0 +1,147 @@
+"""`orch hosts`, `hosts check`, `revert` and `patches`: the inventory's hosts and what orch left on them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from .. import inventory as inventories, ui
+from ..errors import EXIT_OK, EXIT_RUN_FAILED, OrchError
+from . import _each_host, _split, _store, app, dumps, hosts_app, settings
+
+if TYPE_CHECKING:
+    from ..session import HostSession
+    from ..store import Store
+
+
+@app.command()
+def revert(
+    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
+) -> None:
+    """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
+    from ..lock import HostLock
+    from ..recovery import recover
+
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(host) or list(inv.hosts))
+    store = _store()
+
+    async def one(session: HostSession) -> list[Any]:
+        lock = HostLock(session.conn, session.host.workdir, "revert")  # never under a live run
+        broken = await lock.acquire()
+        try:
+            if force:
+                await _show_drift(session)
+            recovery = await recover(session, store, ui.progress, force=force, broken=broken)
+        finally:
+            await lock.release()
+        for uid in recovery.interrupted:
+            ui.progress(session.host.name, f"run {uid} marked interrupted: its controller died")
+        return list(recovery.reverted)
+
+    code = EXIT_OK
+    for h, result in _each_host(chosen, one):
+        if isinstance(result, OrchError):
+            ui.error(str(result))
+            code = max(code, result.exit_code)
+        elif not result:
+            ui.progress(h.name, "nothing to revert")
+        else:
+            for r in result:
+                ui.progress(h.name, f"{r.state}: {r.file} ({r.name}, run {r.run})")
+                if r.state == "drifted":
+                    code = max(code, EXIT_RUN_FAILED)
+                    ui.progress(h.name, f"  changed since it was patched; original kept at {r.backup}; "
+                                        f"`orch revert --host {h.name} --force` restores it")
+    raise typer.Exit(code)
+
+
+async def _show_drift(session: HostSession) -> None:
+    from .. import patching
+
+    for record in await session.journal.records():
+        if record.state != "drifted":
+            continue
+        try:
+            current = (await session.conn.read_file(record.file)).decode(errors="replace")
+        except FileNotFoundError:
+            current = ""
+        original = (await session.conn.read_file(record.backup)).decode(errors="replace")
+        ui.progress(session.host.name, f"restoring {record.file}; the change being undone:\n"
+                    + patching.unified(original, current, record.file.lstrip("/")))
+
+
+@app.command()
+def patches(
+    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """What orch has applied (or left drifted) on each host's files, and by which run."""
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(host) or list(inv.hosts))
+    store = _store()
+    rows: list[dict[str, Any]] = []
+    code = EXIT_OK
+    for h, result in _each_host(chosen, lambda session: session.journal.status()):
+        if isinstance(result, OrchError):
+            ui.error(str(result))
+            code = max(code, result.exit_code)
+            continue
+        for r in result:
+            rows.append({"host": h.name, "run": r.run, "run_id": _run_id(store, r.run), "seq": r.seq, "name": r.name,
+                         "target": r.target, "file": r.file, "state": r.state, "sha256_before": r.sha256_before,
+                         "sha256_after": r.sha256_after, "backup": r.backup})
+    if as_json:
+        ui.raw(dumps(rows) + "\n")
+    else:
+        ui.patches(rows)
+    raise typer.Exit(code)
+
+
+def _run_id(store: Store, uid: str) -> int | None:
+    try:
+        return store.get(uid).id
+    except OrchError:
+        return None  # a run recorded in another database
+
+
+@hosts_app.callback()
+def hosts_list(ctx: typer.Context) -> None:
+    """List the inventory's hosts."""
+    if ctx.invoked_subcommand:
+        return
+    inv = inventories.load(settings.inventory)
+    for h in inv.hosts.values():
+        where = "this machine" if h.transport == "local" else f"{h.user + '@' if h.user else ''}{h.address or h.name}"
+        extra = " (rehearsal)" if h.rehearsal else ""
+        ui.console.print(f"{h.name}: {h.transport} {where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
+                         + (f", tags {', '.join(h.tags)}" if h.tags else ""))
+
+
+@hosts_app.command("check")
+def hosts_check(
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: all)."),
+    port: int = typer.Option(30000, "--port", help="Report whether this port is already listening on each host."),
+    timeout: float = typer.Option(10.0, "--timeout", help="Seconds to wait for each host's SSH handshake."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Reachability, round-trip time, OS, Python, SGLang, GPUs, free disk and port per host (one round trip each)."""
+    from .. import hostfacts
+
+    inv = inventories.load(settings.inventory)
+    chosen = inv.select(_split(hosts) or list(inv.hosts))
+    facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout))
+    if as_json:
+        ui.raw(json.dumps([f.as_json() for f in facts], indent=2) + "\n")
+    else:
+        ui.host_facts(facts)
+    unreachable = [f.host for f in facts if not f.reachable]
+    if unreachable:  # after the report: stdout stays whole, the summary line goes to stderr with exit 3
+        from ..errors import HostError
+
+        raise HostError(f"{len(unreachable)} of {len(facts)} hosts unreachable: {', '.join(unreachable)}; "
+                        f"the report above says why for each")

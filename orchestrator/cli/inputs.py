@@ -1,0 +1,68 @@
+"""`orch check` and `orch import`: what comes from outside orch's own runs — an experiment's
+checkpoints, vetted before any run, and the server log of a run made by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .. import inventory as inventories, spec as specs, ui
+from ..errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
+from . import _load, _store, app, dumps, settings
+
+
+@app.command()
+def check(
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a param: key=value, or env.NAME=value."),
+    variants: list[str] = typer.Option([], "--variant", help="Check only these variants (repeatable)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """EAGLE-3 checkpoint checks for every run the experiment would make; exit 2 on any error."""
+    from .. import check as checks
+
+    spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    groups = asyncio.run(checks.check_plans(spec, plans, chosen))
+    if as_json:
+        ui.raw(dumps(groups) + "\n")
+    else:
+        ui.findings(groups)
+    bad = any(f["severity"] == "error" for g in groups for f in g["findings"])
+    raise typer.Exit(EXIT_BAD_INPUT if bad else EXIT_OK)
+
+
+@app.command("import")
+def import_log(
+    log: str = typer.Argument(..., metavar="LOGFILE", help="Server log of a run made by hand: a local path, or "
+                              "HOST:PATH for a log on an inventory host."),
+    name: Optional[str] = typer.Option(None, "--name", help="Variant name (default: the file name)."),
+    params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
+    host: Optional[str] = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
+                                       "the HOST of HOST:PATH, else `imported`)."),
+    debug_pattern: str = typer.Option(specs.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
+) -> None:
+    """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
+    from ..store import SUCCEEDED
+
+    from .. import logimport
+
+    source = _log_source(log, debug_pattern, logimport)
+    done = logimport.record(_store(), source, name, logimport.parse_params(params), host, debug_pattern)
+    ui.imported(done)
+    raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
+
+
+def _log_source(log: str, debug_pattern: str, logimport: Any) -> Any:
+    """A local file when one is there; else HOST:PATH with a host of the inventory."""
+    if Path(log).exists() or ":" not in log or not settings.inventory.exists():
+        return logimport.read_local(Path(log))
+    hosts = inventories.load(settings.inventory).hosts
+    remote = logimport.split_remote(log, hosts)
+    if remote is None:
+        raise SpecError(f"{log}: no such file here, and {log.partition(':')[0]!r} is not a host of "
+                        f"{settings.inventory}; give a local path or HOST:PATH")
+    return asyncio.run(logimport.read_remote(hosts[remote[0]], remote[1], debug_pattern))

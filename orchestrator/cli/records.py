@@ -1,0 +1,125 @@
+"""`orch ls`, `show`, `diff`, `series` and `logs`: reading the record of runs made."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+import typer
+
+from .. import diff as diffs, inventory as inventories, ui
+from ..errors import SpecError
+from . import _store, app, dumps, settings
+
+
+@app.command("ls")
+def list_runs(
+    experiment: Optional[str] = typer.Option(None, "--experiment", "-e"),
+    status: Optional[str] = typer.Option(None, "--status"),
+    limit: int = typer.Option(50, "--limit", "-n"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List runs, oldest first (the newest `--limit`)."""
+    rows = _store().runs(experiment, status, limit)
+    if as_json:
+        ui.raw(dumps([{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
+                       "status": r.status, "flags": r.flags, "started_at": r.started_at, "ended_at": r.ended_at}
+                      for r in rows]) + "\n")
+    else:
+        ui.runs(rows)
+
+
+@app.command()
+def show(run_ref: str = typer.Argument(..., metavar="RUN"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Everything recorded about one run (id, uid prefix, `last` or `last~N`)."""
+    store = _store()
+    record = store.record(store.get(run_ref))
+    if as_json:
+        ui.raw(dumps(record) + "\n")
+    else:
+        ui.show(record)
+
+
+@app.command()
+def diff(
+    run_a: str = typer.Argument("last~1", metavar="RUN_A"),
+    run_b: str = typer.Argument("last", metavar="RUN_B"),
+    everything: bool = typer.Option(False, "--all", help="Also show params and debug fields that are equal."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Compare two runs: params, env, metrics with deltas, patches, debug fields, launch script."""
+    store = _store()
+    a, b = store.record(store.get(run_a)), store.record(store.get(run_b))
+    rows = diffs.compare(a, b, everything=everything)
+    if as_json:
+        ui.raw(dumps(diffs.as_json(a, b, rows)) + "\n")
+    else:
+        ui.diff(a, b, rows, diffs.command_diff(a, b))
+
+
+SERIES_KINDS = ("decode", "prefill")
+
+
+@app.command()
+def series(
+    run_ref: str = typer.Argument(..., metavar="RUN"),
+    kind: str = typer.Option("decode", "--kind", help="decode or prefill: which log lines' series."),
+    as_csv: bool = typer.Option(False, "--csv", help="Comma-separated values, for a spreadsheet or a plot."),
+) -> None:
+    """A run's time series from its server log: one row per decode (or prefill) log line."""
+    if kind not in SERIES_KINDS:
+        raise SpecError(f"--kind {kind!r}: expected one of {', '.join(SERIES_KINDS)}")
+    store = _store()
+    run_row = store.get(run_ref)
+    rows = [row for row in store.record(run_row)["series"] if row["kind"] == kind]
+    if not rows:
+        ui.note(f"run {run_row.id} has no {kind} series: its log holds no {kind.capitalize()} batch lines")
+    elif as_csv:
+        ui.raw(ui.series_csv(rows))
+    else:
+        ui.series(rows, f"run {run_row.id} {kind} series ({len(rows)} log lines)")
+
+
+@app.command()
+def logs(
+    run_ref: str = typer.Argument(..., metavar="RUN"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Follow the live log of a running run."),
+    debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
+) -> None:
+    """Print a run's server log (stored at the end of the run, or live from the host)."""
+    from ..store import RUNNING
+
+    store = _store()
+    run_row = store.get(run_ref)
+    if debug:
+        for line in store.record(run_row)["debug_lines"]:
+            ui.raw(line["text"] + "\n")
+        return
+    if follow and run_row.status == RUNNING:
+        asyncio.run(_follow(run_row))
+        return
+    data = store.log(run_row)
+    if data is None:
+        raise SpecError(f"run {run_row.id} has no stored log yet; `orch logs {run_row.id} --follow` reads it live")
+    ui.raw(data.decode(errors="replace"))
+
+
+async def _follow(run_row: Any) -> None:
+    from .. import server
+    from ..session import HostSession
+
+    inv = inventories.load(settings.inventory)
+    host = inv.select([run_row.host])[0]
+    session = await HostSession.open(host)
+    srv = server.Server(f"{session.host.workdir}/runs/{run_row.uid}", 0, 0)
+    offset = 0
+    try:
+        while True:
+            status = await server.poll(session.conn, srv, offset)
+            offset += len(status.new_bytes)
+            ui.raw(status.new_bytes.decode(errors="replace"))
+            if status.exit_code is not None or not status.alive:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        await session.conn.close()

@@ -1,0 +1,93 @@
+"""`orch run` and `orch render`: an experiment's runs, made or only rendered."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from .. import spec as specs, ui
+from ..errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
+from . import _load, _store, app
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+
+@app.command()
+def run(
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a param: key=value, or env.NAME=value."),
+    variants: list[str] = typer.Option([], "--variant", help="Run only these variants (repeatable)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Render and check everything; change nothing."),
+    resume: bool = typer.Option(False, "--resume", help="Skip plans that already have a succeeded run."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the checkpoint checks (recorded with each run)."),
+) -> None:
+    """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
+    from .. import execute
+
+    spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    if no_preflight:
+        spec = dataclasses.replace(spec, preflight=False)
+    store = _store()
+    if resume:
+        plans = _unfinished(store, plans)
+        if not plans:
+            ui.console.print("every plan already has a succeeded run; nothing to do")
+            raise typer.Exit(EXIT_OK)
+    outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.progress, dry_run=dry_run))
+    if not dry_run:
+        ui.summary(outcomes)
+    raise typer.Exit(max((o.exit_code for o in outcomes), default=EXIT_OK, key=_severity))
+
+
+def _severity(code: int) -> int:
+    """Exit codes by how bad they are: interrupted > host > bad input > failed > ok."""
+    return {EXIT_OK: 0, EXIT_RUN_FAILED: 1, EXIT_BAD_INPUT: 2, EXIT_HOST: 3, EXIT_INTERRUPTED: 4}.get(code, 1)
+
+
+def _unfinished(store: Store, plans: list[specs.RunPlan]) -> list[specs.RunPlan]:
+    """The plans without a succeeded run of the same variant and params yet (for --resume)."""
+    from ..store import SUCCEEDED
+
+    done: dict[tuple[str, str], int] = {}
+    for r in store.runs(status=SUCCEEDED):
+        key = (r.variant, json.dumps(r.params, sort_keys=True, default=str))
+        done[key] = done.get(key, 0) + 1
+    left = []
+    for plan in plans:
+        key = (plan.variant, json.dumps(plan.params, sort_keys=True, default=str))
+        if done.get(key, 0) > 0:
+            done[key] -= 1
+        else:
+            left.append(plan)
+    return left
+
+
+@app.command()
+def render(
+    spec_path: Path = typer.Argument(..., metavar="SPEC"),
+    hosts: Optional[str] = typer.Option(None, "--hosts"),
+    overrides: list[str] = typer.Option([], "--set"),
+    variants: list[str] = typer.Option([], "--variant"),
+) -> None:
+    """Print the launch script each run would use, without touching any host."""
+    from .. import execute
+    from ..session import absolute
+
+    spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    for plan in plans:
+        host = chosen[0]
+        if host.transport == "local":  # a remote home is only known once connected
+            host = dataclasses.replace(host, workdir=absolute(host.workdir, str(Path.home())))
+        context = execute.run_context(spec, plan, host, "<run>")
+        from .. import render as renderer
+        from ..secrets import redact
+
+        ui.console.print(f"[bold]# {plan.variant} on {host.name}[/]")
+        ui.raw(redact(renderer.render_file(spec.template, context), context["env"]))
