@@ -5,6 +5,7 @@ Callers pass plain values; nothing else in orch joins user values into shell tex
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable
 
@@ -361,3 +362,27 @@ def log_excerpt(p: str, pattern: str, tail: int) -> str:
     return (f"s=$(stat -c %s -- {f}) || exit 1; t={int(tail)}; [ $t -gt $s ] && t=$s; "
             f"cut=$((s - t + $(tail -c $t -- {f} | head -n 1 | wc -c))); "
             f"head -c $cut -- {f} | LC_ALL=C grep -a -E -- {quote(pattern)}; tail -c +$((cut + 1)) -- {f}")
+
+
+# -- run folders (orch clean) ---------------------------------------------------------------------
+
+RUN_UID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")  # what orch names a run folder
+
+
+def run_folders(runs_dir: str, log: str) -> str:
+    """One line per run folder: disk use in KiB, the log's size (`-` if none), 1 if its server's
+    process group still answers (pid recorded, no exit code yet) else 0, then the folder's name."""
+    return (
+        f"cd {path(runs_dir)} 2>/dev/null || exit 0; for d in */; do d=${{d%/}}; [ -d \"$d\" ] || continue; "
+        f"k=$(du -sk -- \"$d\" | cut -f1); l=$(stat -c %s -- \"$d\"/{quote(log)} 2>/dev/null || echo -); a=0; "
+        "if [ -f \"$d/pid\" ] && [ ! -f \"$d/exit_code\" ] && kill -0 -- \"-$(cat \"$d/pid\")\" 2>/dev/null; then a=1; fi; "
+        "printf '%s %s %s %s\\n' \"$k\" \"$l\" \"$a\" \"$d\"; done"
+    )
+
+
+def remove_run_folders(runs_dir: str, uids: list[str]) -> str:
+    """Remove the named run folders of `runs_dir`; a name that is not a run uid is refused."""
+    for uid in uids:
+        if not RUN_UID.fullmatch(uid):
+            raise ValueError(f"not a run folder name: {uid!r}")
+    return f"cd {path(runs_dir)} && rm -rf -- {join(uids)}"

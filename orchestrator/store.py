@@ -207,6 +207,16 @@ class Store:
             row = s.get(LogRow, run.id)
             return zlib.decompress(row.data) if row else None
 
+    def runs_by_uid(self, uids: list[str]) -> dict[str, Run]:
+        with self.session() as s:
+            return {r.uid: r for r in s.exec(select(Run).where(Run.uid.in_(uids)))}  # type: ignore[attr-defined]
+
+    def log_sizes(self, run_ids: list[int]) -> dict[int, int]:
+        """The size of each stored log, without reading the logs."""
+        with self.session() as s:
+            query = select(LogRow.run_id, LogRow.size).where(LogRow.run_id.in_(run_ids))  # type: ignore[attr-defined]
+            return dict(s.exec(query).all())
+
     def children(self, run: Run, table: type[SQLModel]) -> list[Any]:
         with self.session() as s:
             query = select(table).where(table.run_id == run.id).order_by(table.id)  # type: ignore[attr-defined]

@@ -302,3 +302,21 @@ def imported(done: Any) -> None:
         console.print("the target accepts almost no draft tokens; `orch check` on the experiment looks for why")
     if done.command:
         console.print(f"[bold]launch command[/] (from server_args): {escape(done.command)}", soft_wrap=True)
+
+
+def cleaned(host: str, verdicts: list[Any], dry_run: bool) -> None:
+    """What `orch clean` removed from a host (or would), and why the rest stays."""
+    gone = [v for v in verdicts if v.kept_because is None]
+    kept: dict[str, int] = {}
+    for v in verdicts:
+        if v.kept_because is not None:
+            kept[v.kept_because] = kept.get(v.kept_because, 0) + 1
+    size = sum(v.folder.kib for v in gone) / 1024
+    verb = "would remove" if dry_run else "removed"
+    message = f"{verb} {len(gone)} run folder(s), {size:.1f} MiB" if gone else "no run folder to remove"
+    if kept:
+        message += "; kept " + ", ".join(f"{n}: {why}" for why, n in kept.items())
+    progress(host, message)
+    if dry_run:
+        for v in gone:
+            progress(host, f"  {v.folder.uid} (run {v.run.id}, {v.folder.kib / 1024:.1f} MiB)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
@@ -23,22 +24,18 @@ def revert(
     force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
 ) -> None:
     """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
-    from ..lock import HostLock
     from ..recovery import recover
 
-    inv = inventories.load(settings.inventory)
-    chosen = inv.select(_split(host) or list(inv.hosts))
+    chosen = _chosen(host)
     store = _store()
 
     async def one(session: HostSession) -> list[Any]:
-        lock = HostLock(session.conn, session.host.workdir, "revert")  # never under a live run
-        broken = await lock.acquire()
-        try:
+        async def work(broken: list[Any]) -> Any:
             if force:
                 await _show_drift(session)
-            recovery = await recover(session, store, ui.progress, force=force, broken=broken)
-        finally:
-            await lock.release()
+            return await recover(session, store, ui.progress, force=force, broken=broken)
+
+        recovery = await _holding(session, "revert", work)  # never under a live run
         for uid in recovery.interrupted:
             ui.progress(session.host.name, f"run {uid} marked interrupted: its controller died")
         return list(recovery.reverted)
@@ -58,6 +55,24 @@ def revert(
                     ui.progress(h.name, f"  changed since it was patched; original kept at {r.backup}; "
                                         f"`orch revert --host {h.name} --force` restores it")
     raise typer.Exit(code)
+
+
+def _chosen(names: Optional[str]) -> list[Any]:
+    """The hosts (or tags) named, comma-separated; every host of the inventory when none is."""
+    inv = inventories.load(settings.inventory)
+    return inv.select(_split(names) or list(inv.hosts))
+
+
+async def _holding(session: HostSession, purpose: str, work: Callable[[list[Any]], Awaitable[Any]]) -> Any:
+    """`work(broken stale locks)` while holding the host's lock."""
+    from ..lock import HostLock
+
+    lock = HostLock(session.conn, session.host.workdir, purpose)
+    broken = await lock.acquire()
+    try:
+        return await work(broken)
+    finally:
+        await lock.release()
 
 
 async def _show_drift(session: HostSession) -> None:
@@ -81,8 +96,7 @@ def patches(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """What orch has applied (or left drifted) on each host's files, and by which run."""
-    inv = inventories.load(settings.inventory)
-    chosen = inv.select(_split(host) or list(inv.hosts))
+    chosen = _chosen(host)
     store = _store()
     rows: list[dict[str, Any]] = []
     code = EXIT_OK
@@ -99,6 +113,46 @@ def patches(
         ui.raw(dumps(rows) + "\n")
     else:
         ui.patches(rows)
+    raise typer.Exit(code)
+
+
+@app.command()
+def clean(
+    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    older_than: float = typer.Option(7.0, "--older-than", min=0, help="Days since the run ended."),
+    big_logs: bool = typer.Option(False, "--big-logs", help="Also remove folders whose log was too big to store "
+                                  "whole (the database keeps the lines orch reads and the log's end)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing."),
+) -> None:
+    """Remove the run folders of ended runs from hosts once their logs are in the database."""
+    from datetime import timedelta
+
+    from .. import cleanup
+    from ..recovery import recover
+
+    chosen = _chosen(host)
+    store = _store()
+
+    async def one(session: HostSession) -> list[Any]:
+        def survey_and_remove() -> Awaitable[list[Any]]:
+            return cleanup.clean(session.conn, store, session.host.name, f"{session.host.workdir}/runs",
+                                 timedelta(days=older_than), big_logs, dry_run)
+
+        async def work(broken: list[Any]) -> list[Any]:
+            await recover(session, store, ui.progress, broken=broken)  # a dead run's leftovers first
+            return await survey_and_remove()
+
+        if dry_run:  # only looks: no lock taken, nothing recovered
+            return await survey_and_remove()
+        return await _holding(session, "clean", work)  # never while a run starts or ends
+
+    code = EXIT_OK
+    for h, result in _each_host(chosen, one):
+        if isinstance(result, OrchError):
+            ui.error(str(result))
+            code = max(code, result.exit_code)
+        else:
+            ui.cleaned(h.name, result, dry_run)
     raise typer.Exit(code)
 
 
@@ -132,8 +186,7 @@ def hosts_check(
     """Reachability, round-trip time, OS, Python, SGLang, GPUs, free disk and port per host (one round trip each)."""
     from .. import hostfacts
 
-    inv = inventories.load(settings.inventory)
-    chosen = inv.select(_split(hosts) or list(inv.hosts))
+    chosen = _chosen(hosts)
     facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout))
     if as_json:
         ui.raw(json.dumps([f.as_json() for f in facts], indent=2) + "\n")
