@@ -74,11 +74,12 @@ def measure(label: str, command: list[str], env: dict[str, str], repeat: int, ok
     return result
 
 
-def write_inputs(fleet: sshd.Fleet, work: Path) -> dict[str, Path]:
+def write_inputs(fleet: sshd.Fleet, work: Path, host_python: str) -> dict[str, Path]:
     known = fleet.known_hosts()
     key = fleet.servers[0].client_key
     inventory = work / "inventory.yaml"
-    inventory.write_text("hosts:\n" + "".join(s.inventory_entry(known, work / "w" / s.name) for s in fleet.servers))
+    inventory.write_text("hosts:\n" + "".join(s.inventory_entry(known, work / "w" / s.name) + f"    python: {host_python}\n"
+                                             for s in fleet.servers))
     pssh_hosts = work / "pssh_hosts"
     pssh_hosts.write_text("".join(f"root@{s.address}\n" for s in fleet.servers))
     ansible_inventory = work / "ansible_hosts"
@@ -89,12 +90,12 @@ def write_inputs(fleet: sshd.Fleet, work: Path) -> dict[str, Path]:
     return {"known": known, "key": key, "inventory": inventory, "pssh": pssh_hosts, "ansible": ansible_inventory}
 
 
-def compare(fleet: sshd.Fleet, work: Path, repeat: int) -> None:
+def compare(fleet: sshd.Fleet, work: Path, repeat: int, host_python: str) -> None:
     n = len(fleet.servers)
-    files = write_inputs(fleet, work)
+    files = write_inputs(fleet, work, host_python)
     env = {**os.environ, "HOME": str(work), "ORCH_INVENTORY": str(files["inventory"]), "PYTHONPATH": str(ROOT)}
     env.pop("SSH_AUTH_SOCK", None)
-    print(f"\n== {n} namespace hosts ==")
+    print(f"\n== {n} namespace hosts (their Python: {host_python}) ==")
 
     def orch_ok(done: subprocess.CompletedProcess) -> bool:
         return done.returncode == 0 and all(f["reachable"] for f in json.loads(done.stdout))
@@ -173,11 +174,18 @@ async def no_drops_on_one_sshd(folder: Path, connections: int) -> None:
         server.stop()
 
 
+def default_host_python() -> str:
+    return "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--big", type=int, default=64, help="hosts in the no-dropped-connection run")
+    parser.add_argument("--host-python", default=default_host_python(),
+                        help="the Python the inventory names for each host, as a real inventory does (default: "
+                             "the system's /usr/bin/python3; a bare `python3` may be a slow version-manager shim)")
     parser.add_argument("--hostname-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.hostname_only:
@@ -192,14 +200,14 @@ def main() -> None:
     try:
         (work / "fleet").mkdir()
         fleet.start()
-        compare(fleet, work, args.repeat)
+        compare(fleet, work, args.repeat, args.host_python)
     finally:
         fleet.stop()
     big = sshd.Fleet(work / "big", args.big)
     try:
         (work / "big").mkdir()
         big.start()
-        files = write_inputs(big, work)
+        files = write_inputs(big, work, args.host_python)
         env = {**os.environ, "ORCH_INVENTORY": str(files["inventory"]), "PYTHONPATH": str(ROOT)}
         wall, cpu, done = timed([sys.executable, "-m", "orchestrator.cli", "hosts", "check", "--json"], env)
         facts = json.loads(done.stdout or "[]")
