@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
-import secrets as random_ids
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from . import checkpoint, collect, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
@@ -30,7 +27,8 @@ from .remote.reconnecting import reconnections
 from .secrets import mask_env, redact, redact_bytes
 from .session import HostSession
 from .spec import PatchDef, RunPlan, Spec
-from .store import FAILED, INTERRUPTED, SUCCEEDED, DebugRow, PatchRow, Run, Store, now
+from .clock import new_uid, now
+from .store import FAILED, INTERRUPTED, SUCCEEDED, DebugRow, PatchRow, Run, Store
 
 Report = Callable[[str, str], None]
 
@@ -47,12 +45,6 @@ class Outcome:
     error: str | None = None
     evidence: tuple[str, ...] = ()
     exit_code: int = 0
-
-
-def new_uid(plan: RunPlan) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    variant = re.sub(r"[^A-Za-z0-9_.-]+", "-", plan.variant)[:40]
-    return f"{stamp}-{variant}-{random_ids.token_hex(3)}"
 
 
 def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]]:
@@ -195,7 +187,7 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: R
 
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, report: Report) -> Outcome:
     host = session.host
-    uid = new_uid(plan)
+    uid = new_uid(plan.variant)
     label = f"{plan.variant}@{host.name}"
     context = run_context(spec, plan, host, uid)
     env = context["env"]

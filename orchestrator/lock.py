@@ -18,9 +18,9 @@ import secrets
 import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
 
 from . import shell
+from .clock import now
 from .errors import HostError
 from .remote import Connection
 
@@ -78,7 +78,7 @@ class HostLock:
         self.owner = LockOwner(
             controller=socket.gethostname(), pid=os.getpid(), pid_started=process_started(os.getpid()),
             token=secrets.token_hex(8), command=command, run="",
-            started_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"), lease_s=lease_s,
+            started_at=now(), lease_s=lease_s,
         )
         self._renewing: asyncio.Task | None = None
         self.lost = False  # set when a renewal found the lock no longer ours

@@ -8,17 +8,16 @@ import ast
 import json
 import posixpath
 import re
-import secrets as random_ids
 import shlex
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import collect
 from .engines.sglang import logs
 from .errors import SpecError
-from .store import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, Store, now
+from .clock import new_uid, now
+from .store import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, Store
 
 EXPERIMENT = "imported"
 # server args copied into the run's params, under the names the experiment files use
@@ -151,7 +150,7 @@ def record(store: Store, source: LogSource, name: str | None, params: dict[str, 
     run_params = {mine: args[theirs] for theirs, mine in PARAMS_FROM_ARGS.items() if args.get(theirs) is not None}
     run_params.update(params)
     variant = name or PurePosixPath(source.where.rpartition(":")[2] if source.host else source.where).stem
-    run = Run(uid=_uid(variant), experiment=EXPERIMENT, variant=variant, host=host or source.host or "imported",
+    run = Run(uid=new_uid(variant), experiment=EXPERIMENT, variant=variant, host=host or source.host or "imported",
               spec_path=source.where, params=run_params, command=command, controller="orch import")
     store.add(run)
     metrics = collect.log_metrics(report)
@@ -180,6 +179,3 @@ def _store_rows(store: Store, run: Run, report: logs.LogReport, metrics: dict[st
     store.add(*(DebugRow(run_id=run.id, seq=i, text=d.text, fields=d.fields) for i, d in enumerate(report.debug_lines)))
 
 
-def _uid(variant: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', variant)[:40]}-{random_ids.token_hex(3)}"

@@ -11,7 +11,8 @@ from .errors import OrchError
 from .journal import PatchRecord
 from .lock import Holder
 from .session import HostSession
-from .store import INTERRUPTED, RUNNING, Store, now
+from .clock import now
+from .store import INTERRUPTED, RUNNING, Store
 
 Report = Any  # execute.Report: (label, message) -> None
 

@@ -5,6 +5,7 @@ Callers pass plain values; nothing else in orch joins user values into shell tex
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Iterable
@@ -153,7 +154,7 @@ def in_bash(command: str, deadline: float | None = None) -> str:
     run = f"bash -c {quote(command)}"
     if deadline is None:
         return f"SHLVL=2 exec {run}"
-    limit = int(-(-deadline // 1)) + DEADLINE_GRACE
+    limit = math.ceil(deadline) + DEADLINE_GRACE
     return (f"if command -v timeout >/dev/null 2>&1; then SHLVL=2 exec timeout -k 5 {limit} {run}; "
             f"else SHLVL=2 exec {run}; fi")
 

@@ -8,21 +8,17 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import JSON, Column, LargeBinary, event
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from .clock import now
 from .errors import StoreError
 
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 class Run(SQLModel, table=True):

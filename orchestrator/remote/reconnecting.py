@@ -28,10 +28,10 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..clock import now
 from ..errors import HostError
 from ..inventory import Host
 from .base import Completed, FileStat, LinkLost, Unreachable
@@ -72,10 +72,6 @@ class ReconnectingConnection:
         """The first connection is not retried here: a host unreachable from the start is
         reported at once (the transport already retries a refused handshake)."""
         return cls(host, await opener(host), opener)
-
-    @property
-    def reconnects(self) -> int:
-        return len(self.reconnections)
 
     @property
     def host(self) -> Host:
@@ -147,7 +143,7 @@ class ReconnectingConnection:
                 self._forwards[remote_port] = await self._forward_again(fresh, remote_port, local_port)
             self._conn = fresh
             self._generation += 1
-            self.reconnections.append(Reconnection(_now(), _reason(cause, self._host)))
+            self.reconnections.append(Reconnection(now(), _reason(cause, self._host)))
 
     async def _open_again(self, cause: LinkLost) -> Any:
         started = time.monotonic()
@@ -195,10 +191,6 @@ def _reason(exc: BaseException, host: Host) -> str:
     text = str(exc)
     prefix = f"{host.name}: "
     return text[len(prefix):] if text.startswith(prefix) else text
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 async def _close_quietly(conn: Any) -> None:
