@@ -36,7 +36,8 @@ async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, flag_set: 
                      prepared: dict[str, Any]) -> dict[str, Any]:
     context = execute.run_context(spec, plan, session.host, "check")
     script = render.render_file(spec.template, context)
-    flag_findings = hostflags.findings(flags.check(script, flag_set) if flag_set else [], spec.template)
+    flag_findings = hostflags.findings(flags.check(script, flag_set) if flag_set else [], spec.template,
+                                      script)
     overlay = {context["checkpoints"][n]: p.folder for n, p in prepared.items()}
     found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
                                              plan.patches, overlay, session.packages)

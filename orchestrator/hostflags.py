@@ -18,6 +18,8 @@ from .engines.sglang import flags
 from .errors import SpecError
 
 Report = Callable[[str, str], None]
+JINJA_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}")
+JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.S)
 
 
 def cache_dir() -> Path:
@@ -57,30 +59,44 @@ async def check_launch(conn: Any, host: Any, packages: dict[str, str], script: s
     problems = flags.check(script, found)
     for p in problems:
         if not p.is_error:
-            report(label, f"warning: {_where(p, template)}: {p.message}")
+            report(label, f"warning: {_where(p, template, script)}: {p.message}")
     errors = [p for p in problems if p.is_error]
     if errors:
         first = errors[0]
         closest = f"; closest: {', '.join(first.closest)}" if first.closest else ""
         more = f" (and {len(errors) - 1} more: {', '.join(p.flag for p in errors[1:])})" if len(errors) > 1 else ""
-        raise SpecError(f"{host.name}: {_where(first, template)}: {first.message}{closest}{more}; nothing on the "
+        raise SpecError(f"{host.name}: {_where(first, template, script)}: {first.message}{closest}{more}; nothing on the "
                         f"host was changed")
 
 
-def findings(problems: list[flags.Problem], template: Path) -> list[dict[str, str]]:
+def findings(problems: list[flags.Problem], template: Path, script: str) -> list[dict[str, str]]:
     """Problems in the shape `orch check` prints (severity, code, what, why, fix)."""
     return [{"severity": "error" if p.is_error else "warning", "code": f"flag-{p.kind}",
-             "what": f"{_where(p, template)}: {p.flag}", "why": p.message,
+             "what": f"{_where(p, template, script)}: {p.flag}", "why": p.message,
              "fix": f"use {' or '.join(p.closest)}" if p.closest else "remove it or check `--help` of this version"}
             for p in problems]
 
 
-def _where(problem: flags.Problem, template: Path) -> str:
-    """The template line holding the flag when one does, else the rendered script's line."""
+def _where(problem: flags.Problem, template: Path, script: str) -> str:
+    """The template line that renders the script's line holding the flag, else that script line.
+    A comment, or another line that only mentions the flag, never renders the command's line."""
+    lines = script.splitlines()
+    if not problem.line or problem.line > len(lines):
+        return "launch script"
     try:
-        for number, line in enumerate(template.read_text().splitlines(), 1):
-            if re.search(rf"(?<![\w-]){re.escape(problem.flag)}(?![\w-])", line):
-                return f"{template}:{number}"
+        text = JINJA_COMMENT.sub(lambda m: "\n" * m.group().count("\n"), template.read_text())
     except OSError:
-        pass
-    return f"launch script line {problem.line}" if problem.line else "launch script"
+        text = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if _renders(line, lines[problem.line - 1]) and re.search(
+                rf"(?<![\w-]){re.escape(problem.flag)}(?![\w-])", JINJA_TAG.sub(" ", line)):
+            return f"{template}:{number}"
+    return f"launch script line {problem.line}"
+
+
+def _renders(template_line: str, rendered: str) -> bool:
+    """Could this template line have rendered that line? Its literal text in order, any value
+    where it has `{{ }}` or `{% %}`."""
+    parts = JINJA_TAG.split(template_line.strip())
+    pattern = ".*".join(r"\s+".join(map(re.escape, part.split())) if part.strip() else "" for part in parts)
+    return re.fullmatch(pattern, rendered.strip()) is not None

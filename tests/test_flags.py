@@ -93,9 +93,12 @@ def test_flag_changes_across_versions(sglang_python):
 
 def test_error_names_the_template_line_and_the_closest_flags(sglang_python, tmp_path):
     template = tmp_path / "launch.sh.j2"
-    template.write_text(TEMPLATE.read_text().replace("  --port {{ port | q }}", "  --prot {{ port | q }}"))
+    # lines that only mention the flag come first: a comment, a Jinja comment, a value
+    mentions = '# --prot is misspelt below\n{# --prot, again #}\nexport NOTE="--prot {{ port }}"\n'
+    template.write_text(TEMPLATE.read_text().replace("set -euo pipefail\n", "set -euo pipefail\n" + mentions)
+                        .replace("  --port {{ port | q }}", "  --prot {{ port | q }}"))
     text = script(template)
-    line = next(i for i, t in enumerate(template.read_text().splitlines(), 1) if "--prot" in t)
+    line = next(i for i, t in enumerate(template.read_text().splitlines(), 1) if t.startswith("  --prot"))
     host = Host(name="wheel-host", transport="local", python=str(sglang_python("0.5.23")))
     reports = []
 
@@ -146,3 +149,30 @@ def test_orch_run_stops_at_a_misspelt_flag_and_changes_nothing(project):
     assert checked.returncode == 2, checked.stdout + checked.stderr
     codes = [f["code"] for g in json.loads(checked.stdout) for f in g["findings"]]
     assert "flag-unknown" in codes and "flag-deprecated" in codes
+
+
+def test_boolean_optional_flags_accept_their_no_forms(sglang_python):
+    new, v9 = flag_set(sglang_python("0.5.23")), flag_set(sglang_python("0.5.9"))
+    negated = sorted(o for o in new.options if o.startswith("--no-"))
+    assert len(negated) == 12 and all(o.replace("--no-", "--", 1) in new.options for o in negated)
+    assert {"-h", "--help"} <= new.options and {"-h", "--help"} <= v9.options
+    both = script(extra_args=["--no-enable-tf32-matmul", "--no-speculative-enable-w4a4-mxfp4-megamoe",
+                              "--enable-tf32-matmul"])
+    assert [p.kind for p in flags.check(both, new)] == ["deprecated"]  # only --disable-cuda-graph
+    # 0.5.9 has no such flag, with or without `no-`
+    assert {p.flag: p.kind for p in flags.check(both, v9)}["--no-enable-tf32-matmul"] == "unknown"
+
+
+def test_scan_adds_no_forms_only_for_boolean_optional_actions():
+    fields = (
+        "import argparse\n"
+        "class F:\n"
+        "    tf32: A[Optional[bool], Arg(help='x', action=argparse.BooleanOptionalAction, aliases=['--tf'])] = None\n"
+        "    plain: A[bool, 'a store_true flag'] = False\n"
+    )
+    server_args = ("def add(parser):\n"
+                   "    parser.add_argument('--fast', '-f', action=argparse.BooleanOptionalAction)\n"
+                   "    parser.add_argument('--slow', action='store_true')\n")
+    found = flags.scan({"srt/arg_groups/fields/x.py": fields, "srt/server_args.py": server_args}, "t")
+    assert found.options == {"-h", "--help", "--tf32", "--no-tf32", "--tf", "--no-tf", "--plain", "--fast",
+                             "--no-fast", "-f", "--slow"}

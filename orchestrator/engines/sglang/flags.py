@@ -7,8 +7,10 @@ Where flags are declared (shared/reference/sglang.md section 5):
   no_cli=True)]` in `server_args.py` (the flag is `--` + name with `-` for `_`);
 - >= 0.5.20: those fields live in `srt/arg_groups/fields/*.py`.
 A flag registered with a `Deprecated*Action` (or whose help says "Deprecated") is deprecated; one
-with `DeprecatedAction(error_message=...)` stops the launch, so it counts as removed. argparse
-accepts unique prefixes (`allow_abbrev`), so a prefix of several flags is an error, as in SGLang.
+with `DeprecatedAction(error_message=...)` stops the launch, so it counts as removed. A flag with
+`action=argparse.BooleanOptionalAction` also accepts `--no-X` (argparse adds it for each `--` name),
+and every parser has `-h/--help`. argparse accepts unique prefixes (`allow_abbrev`), so a prefix of
+several flags is an error, as in SGLang.
 Pure: callers hand in the source texts and the script text.
 """
 
@@ -24,6 +26,7 @@ SOURCE_FILES = ("srt/server_args.py", "srt/arg_groups/fields/*.py")  # relative 
 KNOWN_REMOVED = {
     "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode (removed in 0.5.20; 0.5.14-0.5.19 kept it as a deprecated alias)",
 }
+HELP = ("-h", "--help")  # argparse's own, on every server parser
 ENTRYPOINTS = (("sglang.launch_server",), ("sglang.cli.main", "serve"), ("sglang", "serve"))  # words before the flags
 
 
@@ -60,7 +63,7 @@ class Problem:
 
 def scan(sources: dict[str, str], version: str) -> FlagSet:
     """The flag set declared in `sources` ({relative path: Python text})."""
-    options: set[str] = set()
+    options: set[str] = set(HELP)
     deprecated: dict[str, str] = {}
     removed: dict[str, str] = {}
     for path, text in sorted(sources.items()):
@@ -81,7 +84,8 @@ def _declarations(tree: ast.AST):
             names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
                      and a.value.startswith("-")]
             if names:
-                yield names, *_status(_keywords(node))
+                keywords = _keywords(node)
+                yield _negated(names, keywords), *_status(keywords)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             found = _annotated_flag(node.target.id, node.annotation)
             if found:
@@ -102,8 +106,15 @@ def _annotated_flag(name: str, annotation: ast.expr):
                 return None
             cli_name = _literal(keywords.get("cli_name")) or "--" + name.replace("_", "-")
             aliases = _literal(keywords.get("aliases")) or []
-            return [cli_name, *aliases], *_status(keywords)
+            return _negated([cli_name, *aliases], keywords), *_status(keywords)
     return None
+
+
+def _negated(names: list[str], keywords: dict[str, ast.expr]) -> list[str]:
+    """The names plus the `--no-X` forms argparse's BooleanOptionalAction registers for them."""
+    if _name_of(keywords.get("action")) != "BooleanOptionalAction":
+        return names
+    return [*names, *("--no-" + n[2:] for n in names if n.startswith("--"))]
 
 
 def _status(keywords: dict[str, ast.expr]) -> tuple[str, str]:
