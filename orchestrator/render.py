@@ -1,4 +1,8 @@
-"""Launch scripts from Jinja templates: strict about undefined values, every value shell-quoted."""
+"""Launch scripts from Jinja templates: strict about undefined values, every value shell-quoted.
+
+Both the template and `{{ ... }}` inside param values render in Jinja's immutable sandbox: a value
+from `--set` or another user's experiment is data, so `{{ cycler.__init__.__globals__ ... }}` must
+reach nothing of the controller's Python."""
 
 from __future__ import annotations
 
@@ -7,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from . import shell
 from .errors import SpecError
 
 
 def _environment(search: Path) -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(search)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -38,15 +43,20 @@ def render_file(template: Path, context: dict[str, Any]) -> str:
         raise SpecError(
             f"{template}:{line}: {exc.message}; set it in the experiment's params or with --set NAME=VALUE"
         ) from None
+    except SecurityError as exc:
+        raise SpecError(f"{template}:{_template_line(exc, template)}: refused by the template sandbox: {exc}") from None
 
 
 def render_value(value: Any, context: dict[str, Any], where: str) -> Any:
     """Render a param that itself holds `{{ ... }}` (e.g. a path under the host's workdir)."""
     if not isinstance(value, str) or "{{" not in value:
         return value
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
     try:
         return env.from_string(value).render(context)
+    except SecurityError as exc:
+        raise SpecError(f"{where}: {value!r} was refused by the template sandbox ({exc}); "
+                        "a value may read names (host.*, params.*) but not reach Python objects") from None
     except (jinja2.TemplateError, TypeError) as exc:
         raise SpecError(f"{where}: cannot render {value!r}: {exc}") from None
 

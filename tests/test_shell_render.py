@@ -50,3 +50,30 @@ def test_param_values_can_use_the_host():
     assert render.render_value("{{ host.name }}/x", {"host": {"name": "h"}}, "w") == "h/x"
     with pytest.raises(SpecError, match="w: cannot render"):
         render.render_value("{{ nope.x }}", {}, "w")
+
+
+HOSTILE = [
+    '{{ cycler.__init__.__globals__.os.system("touch PWNED") }}',
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ lipsum.__globals__['os'].popen('touch PWNED').read() }}",
+    "{{ params.update({'x': 1}) }}",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_param_values_render_in_a_sandbox(value, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as caught:
+        render.render_value(value, {"host": {"name": "h"}, "params": {"a": 1}}, "e.yaml: param p")
+    assert str(caught.value).startswith("e.yaml: param p")
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_templates_render_in_a_sandbox(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    template = tmp_path / "t.sh.j2"
+    template.write_text("echo ok\n{{ cycler.__init__.__globals__.os.system('touch PWNED') }}\n")
+    with pytest.raises(SpecError) as caught:
+        render.render_file(template, {})
+    assert f"{template}:2" in str(caught.value)
+    assert not (tmp_path / "PWNED").exists()
