@@ -11,9 +11,10 @@ import zlib
 from typing import Any
 
 from sqlalchemy import JSON, Column, LargeBinary, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from . import schema
 from .clock import now
 from .errors import StoreError
 
@@ -100,8 +101,8 @@ class LogRow(SQLModel, table=True):
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")  # first: another controller may hold the file right now
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
@@ -116,9 +117,10 @@ class Store:
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
-            SQLModel.metadata.create_all(self.engine)
-        except OperationalError as exc:
-            raise StoreError(f"cannot open database {url!r}: {exc.orig}; check the path and its folder") from None
+            schema.prepare(self.engine, url)
+        except DatabaseError as exc:  # OperationalError (path, permissions) and "file is not a database"
+            raise StoreError(f"cannot open database {url!r}: {exc.orig}; check the path, its folder and that "
+                             "it is an orch database") from None
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
