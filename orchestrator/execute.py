@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import checkpoint, collect, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
+from .engines.sglang import preflight
 from .errors import EXIT_INTERRUPTED, HostError, OrchError, SpecError
 from .inventory import Host
 from .journal import APPLIED, DRIFTED
@@ -174,15 +175,41 @@ async def _prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[Pa
 
 
 async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: Report) -> Outcome:
-    """Render and check everything, change nothing: the script and each patch as a diff."""
+    """Render and check everything, change nothing: the script, the flag check and the preflight
+    (both only read the host), and each patch as a diff. An error is the outcome (exit 2), as in a run."""
     uid = "dry-run"
+    label = f"{plan.variant}@{session.host.name}"
     context = run_context(spec, plan, session.host, uid)
     script = render.render_file(spec.template, context)
-    report(f"{plan.variant}@{session.host.name}", "launch script:\n" + redact(script, context["env"]))
-    for patch, file, before, after in await _prepare_patches(session, plan):
-        diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
-        report(f"{plan.variant}@{session.host.name}", f"patch '{patch.name}' -> {file}:\n{diff}")
+    report(label, "launch script:\n" + redact(script, context["env"]))
+    try:
+        await hostflags.check_launch(session.conn, session.host, session.packages, script, spec.template, report, label)
+        await _dry_preflight(spec, plan, session, report, context, label)
+        for patch, file, before, after in await _prepare_patches(session, plan):
+            diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
+            report(label, f"patch '{patch.name}' -> {file}:\n{diff}")
+    except OrchError as exc:
+        return Outcome(None, uid, plan.variant, session.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
     return Outcome(None, uid, plan.variant, session.host.name, SUCCEEDED)
+
+
+async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report: Report, context: dict[str, Any],
+                         label: str) -> None:
+    """The run's preflight without its record: findings reported, errors raised."""
+    if not spec.preflight:
+        report(label, "preflight skipped (--no-preflight)")
+        return
+    # the checkpoints are not pushed: read from their local (transformed) copies, as `orch check` does
+    overlay = {context["checkpoints"][c.name]: (await asyncio.to_thread(checkpoint.prepare, c)).folder
+               for c in spec.checkpoints}
+    found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
+                                             plan.patches, overlay, session.packages)
+    for f in found:
+        report(label, f"preflight {f.severity.upper()}: {f.what}\nwhy: {f.why}\nfix: {f.fix}")
+    bad = preflight.errors(found)
+    if bad:
+        raise preflight_run.PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: "
+                                           f"{bad[0].what}; fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")
 
 
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, report: Report) -> Outcome:

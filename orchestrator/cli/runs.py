@@ -43,6 +43,10 @@ def run(
     outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.progress, dry_run=dry_run))
     if not dry_run:
         ui.summary(outcomes)
+    else:  # no runs, so no table: each error on its own line
+        for o in outcomes:
+            if o.error:
+                ui.error(o.error)
     raise typer.Exit(max((o.exit_code for o in outcomes), default=EXIT_OK, key=_severity))
 
 
