@@ -2,7 +2,7 @@
 
     per host:  connect -> lock -> recover leftovers -> install rehearsal
     per run:   render -> check flags -> push checkpoints -> preflight -> prepare patches (every
-               anchor checked) -> apply patches (journal first) -> launch -> wait ready
+               anchor checked, every patched .py compiled by the host's Python) -> apply patches (journal first) -> launch -> wait ready
                -> workload -> collect -> stop -> revert patches -> record
     per host:  unlock
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import checkpoint, collect, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
+from . import checkpoint, collect, patchcheck, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
 from .engines.sglang import preflight
 from .errors import EXIT_INTERRUPTED, HostError, OrchError, SpecError
 from .inventory import Host
@@ -161,7 +161,7 @@ def run_context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, An
     return {**params, **base, "params": params, "env": env}
 
 
-async def _prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[PatchDef, str, bytes, bytes]]:
+async def prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[PatchDef, str, bytes, bytes]]:
     """Every patch checked against the host's files before any file changes; patches to the
     same file apply on top of each other, in order."""
     current: dict[str, bytes] = {}
@@ -185,9 +185,11 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: R
     try:
         await hostflags.check_launch(session.conn, session.host, session.packages, script, spec.template, report, label)
         await _dry_preflight(spec, plan, session, report, context, label)
-        for patch, file, before, after in await _prepare_patches(session, plan):
+        prepared = await prepare_patches(session, plan)
+        for patch, file, before, after in prepared:
             diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
             report(label, f"patch '{patch.name}' -> {file}:\n{diff}")
+        await patchcheck.ensure_compiles(session.conn, session.host, prepared)
     except OrchError as exc:
         return Outcome(None, uid, plan.variant, session.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
     return Outcome(None, uid, plan.variant, session.host.name, SUCCEEDED)
@@ -236,7 +238,8 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         await hostflags.check_launch(session.conn, host, session.packages, script, spec.template, report, label)
         await checkpoint.push_stage(spec, plan, session, store, run, report, context)
         await preflight_run.gate(spec, plan, session, store, run, report, context)
-        prepared = await _prepare_patches(session, plan)
+        prepared = await prepare_patches(session, plan)
+        await patchcheck.ensure_compiles(session.conn, host, prepared)
         for seq, (patch, file, before, after) in enumerate(prepared, 1):
             record = await session.journal.apply(uid, seq, patch, file, before, after)
             store.add(PatchRow(run_id=run.id, seq=seq, name=patch.name, target=patch.file, file=file,
@@ -302,8 +305,10 @@ async def _cleanup(session: HostSession, store: Store, run: Run, srv: server.Ser
     """Stop the server, keep its log, revert this run's patches: whatever happened before.
     Returns the files that changed under us and were left alone (drifted)."""
     if srv is not None:
-        gone = await server.stop(session.conn, srv)
-        store.event(run, "stopped", "process group gone" if gone else f"process group {srv.pgid} still alive after SIGKILL")
+        stopped = await server.stop(session.conn, srv)
+        store.event(run, "stopped", stopped.summary(server.STOP_GRACE_SECONDS))
+        if stopped.killed or stopped.strays or not stopped.gone:
+            report(label, ("" if stopped.gone else "warning: ") + f"server {stopped.summary(server.STOP_GRACE_SECONDS)}")
         final = await server.read_log(session.conn, srv, spec.debug_pattern)
         log = final or log
         store.save_log(run, redact_bytes(log, env))

@@ -94,6 +94,6 @@ async def _stop_leftover_servers(session: HostSession, uids: list[str], report: 
             report(session.host.name, f"warning: pid {pid} in {run_dir}/pid is no longer the server run {uid} "
                    "started (the host restarted, or the pid was reused); left it alone")
             continue
-        gone = await server.stop(session.conn, server.Server(run_dir, int(pid), 0))
+        gone = (await server.stop(session.conn, server.Server(run_dir, int(pid), 0))).gone
         report(session.host.name, f"stopped the server run {uid} left running (pid {pid})" if gone
                else f"warning: the server run {uid} left running (pid {pid}) survived SIGKILL")

@@ -16,6 +16,7 @@ LOG_NAME = "server.log"
 POLL_SECONDS = 0.3  # while the log grows; a quiet log is polled less and less often, up to
 POLL_MAX_SECONDS = 2.0  # this: each poll is a command on the host (a process, over SSH a channel)
 HEALTH_EVERY_SECONDS = 3.0
+STOP_GRACE_SECONDS = 15.0  # SIGTERM to SIGKILL: SGLang's schedulers need a few seconds to exit
 
 
 @dataclass(frozen=True)
@@ -117,20 +118,47 @@ def tail(log: bytes, lines: int = 20) -> list[str]:
     return log.decode(errors="replace").splitlines()[-lines:]
 
 
-async def stop(conn: Connection, server: Server, grace: float = 15.0) -> bool:
-    """SIGTERM the process group, wait up to `grace`, then SIGKILL; True once it is confirmed gone."""
-    await conn.run(shell.signal_group(server.pgid, "TERM"), idempotent=True)
+@dataclass(frozen=True)
+class Stopped:
+    """How a server ended: gone (nothing of the run left alive), whether it needed SIGKILL, and how
+    many of its processes had left the process group (stopped all the same, found by the run mark)."""
+
+    gone: bool
+    killed: bool
+    strays: int
+    left: tuple[int, ...] = ()
+
+    def summary(self, grace: float) -> str:
+        if not self.gone:
+            return f"processes {', '.join(map(str, self.left))} of the run still alive after SIGKILL"
+        said = f"stopped with SIGKILL: it ignored SIGTERM for {grace:.0f} s" if self.killed else "stopped"
+        return said + (f"; {self.strays} process(es) that had left its process group stopped too" if self.strays else "")
+
+
+async def stop(conn: Connection, server: Server, grace: float = STOP_GRACE_SECONDS) -> Stopped:
+    """SIGTERM every process of the run (its group, and any process carrying its run mark), wait
+    up to `grace`, then SIGKILL what is left."""
+    strays = len([kind for kind, _ in await _processes(conn, server, "TERM") if kind == "m"])
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not (await conn.run(shell.group_alive(server.pgid), idempotent=True)).ok:
-            return True
+        if not await _processes(conn, server):
+            return Stopped(True, False, strays)
         await asyncio.sleep(0.2)
-    await conn.run(shell.signal_group(server.pgid, "KILL"), idempotent=True)
+    await _processes(conn, server, "KILL")
+    left: list[tuple[str, int]] = []
     for _ in range(25):
-        if not (await conn.run(shell.group_alive(server.pgid), idempotent=True)).ok:
-            return True
+        left = await _processes(conn, server)
+        if not left:
+            return Stopped(True, True, strays)
         await asyncio.sleep(0.2)
-    return False
+    return Stopped(False, True, strays, tuple(pid for _, pid in left))
+
+
+async def _processes(conn: Connection, server: Server, sig: str | None = None) -> list[tuple[str, int]]:
+    """(`g` in the group | `m` carrying the run mark, pid) of each live process of the run."""
+    done = await conn.run(shell.run_processes(server.pgid, server.run_dir, sig), idempotent=True)
+    pairs = (line.split() for line in done.out.splitlines())
+    return [(pair[0], int(pair[1])) for pair in pairs if len(pair) == 2 and pair[1].isdigit()]
 
 
 FETCH_LIMIT = 64 << 20  # a bigger log is cut down on the host to the parts orch parses

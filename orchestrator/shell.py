@@ -81,6 +81,27 @@ def group_alive(pgid: int) -> str:
     return f"kill -0 -- -{int(pgid)} 2>/dev/null"
 
 
+def run_processes(pgid: int, run_dir: str, sig: str | None = None) -> str:
+    """Print `g PID` for every live process of the group `pgid` and `m PID` for every other one
+    carrying `run_dir`'s run mark (a child that left the group with `setsid ... &`); with `sig`,
+    signal each.
+
+    Zombies are left out: an exited child the host's init has not reaped yet holds no GPU and no
+    port. Only builtins run per process (reading /proc), so a busy host is scanned in milliseconds.
+    """
+    signal = f'kill -s {quote(sig)} -- "$p" 2>/dev/null; ' if sig else ""
+    group = f"kill -s {quote(sig)} -- -{int(pgid)} 2>/dev/null; " if sig else ""
+    return (
+        f'{group}cd {path(run_dir)} 2>/dev/null || exit 0; want="{RUN_MARK}=$PWD"; '
+        'for d in /proc/[0-9]*; do { read -r s < "$d/stat"; } 2>/dev/null || continue; '
+        's=${s##*") "}; set -f; set -- $s; set +f; [ "$1" = Z ] && continue; p=${d#/proc/}; k=g; '
+        f'if [ "$3" != {int(pgid)} ]; then k=; '
+        '{ while IFS= read -r -d "" e; do [ "$e" = "$want" ] && { k=m; break; }; done < "$d/environ"; } 2>/dev/null; '
+        '[ -n "$k" ] || continue; fi; '
+        f'{signal}echo "$k $p"; done; true'
+    )
+
+
 def group_started_in(pgid: int, run_dir: str) -> str:
     """Exit 0 if a process of the group carries `run_dir` as its run mark (see `launch`): after a
     reboot the pid in a pid file may name somebody else's processes, which must not be signalled.
