@@ -38,8 +38,42 @@ def apply(patch: PatchDef, original: str, target: str) -> str:
             f"expected {expected}; {hint}. Nothing was changed."
         )
     if patch.action == "replace":
-        return original.replace(patch.find, patch.text)
+        return _replace(original, patch.find, patch.text)
     return _insert(original, patch.find, patch.text, after=patch.action == "insert_after")
+
+
+def _replace(original: str, find: str, text: str) -> str:
+    """Replace each occurrence of `find`, the text re-indented to each (see `_reindented`)."""
+    out = []
+    position = 0
+    while (start := original.find(find, position)) != -1:
+        line_start = original.rfind("\n", 0, start) + 1
+        out.append(original[position:start] + _reindented(text, _indentation(original[line_start:]),
+                                                           original[line_start:start]))
+        position = start + len(find)
+    out.append(original[position:])
+    return "".join(out)
+
+
+def _reindented(text: str, indent: str, lead: str) -> str:
+    """`text` as it should stand where the match begins, after `lead` on a line indented `indent`.
+    Text whose lines stand left of that indentation (a YAML block scalar strips the common indent:
+    `replace: |-` loses the 8 spaces of a method body) was written relative to the match: it is
+    dedented and each line re-indented to `indent`, the first one only as far as `lead` has not.
+    Text already at that indentation or deeper is kept as written."""
+    lines = text.split("\n")
+    after_code = bool(lead.strip())  # the match begins after code: its first line sits at `indent`
+    first = len(indent) if after_code else len(lead) + len(_indentation(lines[0]))
+    widths = ([first] if lines[0].strip() else []) + [len(_indentation(line)) for line in lines[1:] if line.strip()]
+    if not widths or min(widths) >= len(indent):
+        return text
+    head, *rest = textwrap.dedent(text).split("\n")
+    head = head if after_code or not head.strip() else indent[len(lead):] + head
+    return "\n".join([head, *(indent + line if line.strip() else "" for line in rest)])
+
+
+def _indentation(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
 
 
 def _insert(original: str, find: str, text: str, *, after: bool) -> str:

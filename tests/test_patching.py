@@ -1,4 +1,5 @@
 import pytest
+import yaml
 
 from orchestrator import patching
 from orchestrator.errors import PatchError
@@ -81,3 +82,56 @@ def test_removed_line_starting_with_dashes_is_not_a_header():
     source = "a\n-- b\nc\n"
     diff = "--- a/f\n+++ b/f\n@@ -1,3 +1,2 @@\n a\n--- b\n c\n"
     assert patching.apply(PatchDef("d", "f", "w", diff=diff), source, "h") == "a\nc\n"
+
+
+# -- `replace:` text dedented relative to the match (a YAML block scalar) -------------------------
+
+
+def block_scalar_replace(find: str, body: str, count: int = 1) -> PatchDef:
+    """`find:` and a `replace: |-` as a user writes them in an experiment file (YAML strips the indent)."""
+    text = f"find: {find!r}\nreplace: |-\n" + "".join(f"  {line}\n" for line in body.splitlines())
+    loaded = yaml.safe_load(text)
+    return PatchDef("p", "sglang:x.py", "e.yaml:3", loaded["find"], "replace", loaded["replace"], count)
+
+
+DEBUG_BODY = """\
+hidden_states = forward_batch.spec_info.hidden_states
+if not getattr(self, "_printed", False):
+    self._printed = True
+    print("[DEBUG]", hidden_states.shape)"""
+
+
+def test_a_block_scalar_replace_is_reindented_to_the_match():
+    p = block_scalar_replace("hidden_states = forward_batch.spec_info.hidden_states", DEBUG_BODY)
+    assert "\nif not getattr" in p.text  # as YAML hands it over: the 8 spaces are gone
+    out = patching.apply(p, SOURCE, "h")
+    assert out.splitlines()[2:6] == [
+        "        hidden_states = forward_batch.spec_info.hidden_states",
+        '        if not getattr(self, "_printed", False):',
+        "            self._printed = True",
+        '            print("[DEBUG]", hidden_states.shape)',
+    ]
+    assert out.splitlines()[6] == "        if hidden_states.shape[-1] != embeds.shape[-1]:"
+    compile(out, "x.py", "exec")
+
+
+def test_replace_text_written_at_the_files_indentation_is_kept_as_written():
+    absolute = DEBUG_BODY.replace("\n", "\n        ")  # every line after the first at the match's indentation
+    out = patching.apply(patch("replace", absolute), SOURCE, "h")
+    assert out == SOURCE.replace("hidden_states = forward_batch.spec_info.hidden_states", absolute)
+    source = "def f():\n    if x:\n        y()\n"  # the `if` dropped: its body moves left on purpose
+    assert patching.apply(patch("replace", "    y()", find="    if x:\n        y()"), source, "h") == "def f():\n    y()\n"
+    assert patching.apply(patch("replace", "if x:\n    y()", find="x"), "x\n", "h") == "if x:\n    y()\n"
+
+
+def test_a_find_from_column_zero_gets_every_line_reindented():
+    find = "        if hidden_states.shape[-1] != embeds.shape[-1]:\n            hidden_states = self.fc(hidden_states)"
+    out = patching.apply(patch("replace", "if True:\n    hidden_states = self.fc(hidden_states)", find=find), SOURCE, "h")
+    assert out.splitlines()[3:5] == ["        if True:", "            hidden_states = self.fc(hidden_states)"]
+
+
+def test_each_occurrence_is_reindented_to_its_own_line():
+    source = "def f():\n    a = 1\n    if b:\n        a = 1\n"
+    out = patching.apply(patch("replace", "a = 1\nprint(a)", find="a = 1", count=2), source, "h")
+    assert out == "def f():\n    a = 1\n    print(a)\n    if b:\n        a = 1\n        print(a)\n"
+    compile(out, "x.py", "exec")
