@@ -1,21 +1,22 @@
-"""`orch check`: every finding for every run an experiment would make, on the host it would run on,
-with one connection per host and nothing pushed, patched or launched."""
+"""`orch check`: every finding for every run an experiment would make, on the host it would run on
+(flags, patches, checkpoints), with one connection per host and nothing pushed, patched or launched."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from . import checkpoint, execute, hostflags, preflight_run, rehearsal, render
+from . import checkpoint, execute, hostflags, patchcheck, preflight_run, rehearsal, render
 from .engines.sglang import flags
+from .errors import PatchError
 from .inventory import Host
 from .session import HostSession
 from .spec import RunPlan, Spec
 
 
 async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> list[dict[str, Any]]:
-    """One group per (variant, host): flags the host's SGLang would reject, then the checkpoint
-    findings. Checkpoints of the experiment are read from their local (transformed) copies."""
+    """One group per (variant, host): flags the host's SGLang would reject, patches that would not
+    apply or would leave a file that does not compile, then the checkpoint findings. Checkpoints of the experiment are read from their local (transformed) copies."""
     prepared = {c.name: await asyncio.to_thread(checkpoint.prepare, c) for c in spec.checkpoints}
     groups: list[dict[str, Any]] = []
     for name, queue in execute.schedule(plans, hosts).items():
@@ -43,4 +44,14 @@ async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, flag_set: 
                                              plan.patches, overlay, session.packages)
     params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}
     return {"variant": plan.variant, "host": session.host.name, "params": params,
-            "findings": flag_findings + [f.as_json() for f in found]}
+            "findings": flag_findings + await _patch_findings(session, plan) + [f.as_json() for f in found]}
+
+
+async def _patch_findings(session: HostSession, plan: RunPlan) -> list[dict[str, str]]:
+    """Each patch prepared against the host's file (read only) and the results compiled there."""
+    try:
+        prepared = await execute.prepare_patches(session, plan)
+    except PatchError as exc:
+        return [{"severity": "error", "code": "patch-does-not-apply", "what": str(exc),
+                 "why": "a run stops at it before changing anything", "fix": "fix the patch as the message says"}]
+    return patchcheck.findings(await patchcheck.broken(session.conn, session.host, prepared), session.host)

@@ -408,3 +408,22 @@ def remove_run_folders(runs_dir: str, uids: list[str]) -> str:
         if not RUN_UID.fullmatch(uid):
             raise ValueError(f"not a run folder name: {uid!r}")
     return f"cd {path(runs_dir)} && rm -rf -- {join(uids)}"
+
+
+# -- patches: the patched text compiled by the host's Python -----------------------------------
+
+_COMPILE_PYTHON = r"""
+import base64, json, sys
+for key, name, data in json.load(sys.stdin):
+    try:
+        compile(base64.b64decode(data), name, "exec", dont_inherit=True)
+    except Exception as exc:  # SyntaxError, IndentationError, ValueError (a NUL byte), ...
+        text = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        print(json.dumps([key, getattr(exc, "lineno", None), type(exc).__name__ + ": " + text]))
+"""
+
+
+def compile_stdin(python: str) -> str:
+    """Compile, with `python`, the sources its stdin holds as JSON `[[key, file name, base64 bytes],
+    ...]`, writing nothing (no file, no bytecode); print `[key, line, message]` for each that fails."""
+    return f"{path(python)} -c {quote(_COMPILE_PYTHON)}"
