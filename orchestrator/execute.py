@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import checkpoint, collect, patchcheck, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
+from . import checkpoint, collect, occupancy, patchcheck, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
 from .engines.sglang import preflight
 from .errors import EXIT_INTERRUPTED, HostError, OrchError, SpecError
 from .inventory import Host
@@ -236,6 +236,12 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
     try:
         await hostflags.check_launch(session.conn, host, session.packages, script, spec.template, report, label)
+        port = int(context["params"].get("port", 30000))
+        busy = await occupancy.ensure_free(session.conn, host, port, int(context["params"].get("tp_size", 1) or 1),
+                                           env.get("CUDA_VISIBLE_DEVICES"), spec.allow_busy_gpus)
+        for problem in busy:
+            store.event(run, "busy-gpus-allowed", f"orch run --allow-busy-gpus: {problem}")
+            report(label, f"warning: {problem} (--allow-busy-gpus)")
         await checkpoint.push_stage(spec, plan, session, store, run, report, context)
         await preflight_run.gate(spec, plan, session, store, run, report, context)
         prepared = await prepare_patches(session, plan)
@@ -245,7 +251,6 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             store.add(PatchRow(run_id=run.id, seq=seq, name=patch.name, target=patch.file, file=file,
                                sha256_before=record.sha256_before, sha256_after=record.sha256_after, state=APPLIED))
             report(label, f"patched {file} ({patch.name})")
-        port = int(context["params"].get("port", 30000))
         started = time.monotonic()
         srv = await server.launch(session.conn, context["run"]["dir"], script, port)
         store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")

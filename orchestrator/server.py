@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import http, shell
+from . import http, occupancy, shell
 from .engines.sglang import logs
 from .errors import ServerError
 from .remote import Connection
@@ -91,6 +91,7 @@ async def wait_ready(
             next_health = time.monotonic() + HEALTH_EVERY_SECONDS
             code, _ = await asyncio.to_thread(http.get, f"http://{address[0]}:{address[1]}/health_generate", 2.0)
             if code == 200:
+                await _ensure_own_listener(conn, server)
                 return bytes(log)
         if time.monotonic() >= deadline:
             raise ServerError(
@@ -99,6 +100,15 @@ async def wait_ready(
                 evidence=tuple(tail(bytes(log))),
             )
         await asyncio.sleep(min(pause, max(0.0, next_health - time.monotonic()) + 0.05))
+
+
+async def _ensure_own_listener(conn: Connection, server: Server) -> None:
+    """A 200 counts only when the process listening on the port is the run's own server."""
+    found = await occupancy.listener(conn, conn.host, server.port)
+    if not occupancy.owns(found, server.pgid, server.run_dir):
+        who = ", ".join(h.describe() for h in found.holders) or "a process of another user"
+        raise ServerError(f"{conn.host.name}: port {server.port} answers /health_generate, but the listener is {who}, "
+                          "not this run's server; stop it or give the run another port (--set port=N)")
 
 
 def early_exit(host: str, server: Server, log: bytes, exit_code: int | None) -> ServerError:

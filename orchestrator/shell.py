@@ -427,3 +427,61 @@ def compile_stdin(python: str) -> str:
     """Compile, with `python`, the sources its stdin holds as JSON `[[key, file name, base64 bytes],
     ...]`, writing nothing (no file, no bytecode); print `[key, line, message]` for each that fails."""
     return f"{path(python)} -c {quote(_COMPILE_PYTHON)}"
+
+
+# -- occupancy: who holds a port, what runs on the GPUs -----------------------------------------
+
+_PORT_HOLDERS_PYTHON = r"""
+import json, os, pwd, sys
+port = int(sys.argv[1])
+inodes = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        rows = open(table).read().splitlines()[1:]
+    except OSError:
+        continue
+    for row in rows:
+        cells = row.split()
+        if len(cells) > 9 and cells[3] == "0A" and int(cells[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add("socket:[%s]" % cells[9])
+holders = []
+for pid in (p for p in os.listdir("/proc") if p.isdigit()) if inodes else ():
+    try:
+        links = {os.readlink("/proc/%s/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%s/fd" % pid)}
+    except OSError:
+        continue
+    if not links & inodes:
+        continue
+    try:
+        head, rest = open("/proc/%s/stat" % pid).read().rsplit(") ", 1)
+        owner = pwd.getpwuid(os.stat("/proc/" + pid).st_uid).pw_name
+        environ = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+    except (OSError, KeyError):
+        continue
+    mark = [e.split(b"=", 1)[1].decode("utf-8", "replace") for e in environ if e.startswith(b"MARK=")]
+    holders.append({"pid": int(pid), "name": head.split("(", 1)[1], "user": owner,
+                    "pgid": int(rest.split()[2]), "mark": mark[0] if mark else None})
+print(json.dumps({"listening": bool(inodes), "holders": holders}))
+""".replace("MARK=", RUN_MARK + "=")
+
+
+def port_holders(python: str, port: int) -> str:
+    """Print JSON `{"listening": bool, "holders": [{pid, name, user, pgid, mark}]}` for a TCP port
+    in LISTEN state (from /proc; processes of other users are listening but not named)."""
+    return f"{path(python)} -c {quote(_PORT_HOLDERS_PYTHON)} {int(port)}"
+
+
+GPU_MARKER = "__ORCH_GPU__"
+
+
+def gpu_use() -> str:
+    """nvidia-smi's GPUs (`gpu=index, uuid, name, used MiB, total MiB`) and compute processes
+    (`app=gpu uuid, pid, name, used MiB`); prints nothing where there is no nvidia-smi."""
+    m = GPU_MARKER
+    return (
+        "command -v nvidia-smi >/dev/null 2>&1 || exit 0; "
+        "nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null"
+        f" | sed 's/^/{m} gpu=/'; "
+        "nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits 2>/dev/null"
+        f" | sed 's/^/{m} app=/'; true"
+    )

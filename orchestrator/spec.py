@@ -73,6 +73,7 @@ class Spec:
     raw: dict[str, Any]
     checkpoints: tuple["CheckpointDef", ...] = ()
     preflight: bool = True  # the checkpoint checks before each run; `orch run --no-preflight` turns them off
+    allow_busy_gpus: bool = False  # `orch run --allow-busy-gpus`: GPUs held by others warn instead of stopping the run
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and check everything; change nothing."),
     resume: bool = typer.Option(False, "--resume", help="Skip plans that already have a succeeded run."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the checkpoint checks (recorded with each run)."),
+    allow_busy_gpus: bool = typer.Option(False, "--allow-busy-gpus",
+                                         help="Run even where another process holds the run's GPUs (recorded with each run)."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
     from .. import execute
@@ -34,6 +36,8 @@ def run(
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     if no_preflight:
         spec = dataclasses.replace(spec, preflight=False)
+    if allow_busy_gpus:
+        spec = dataclasses.replace(spec, allow_busy_gpus=True)
     store = _store()
     if resume:
         plans = _unfinished(store, plans)
