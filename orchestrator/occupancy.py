@@ -108,10 +108,8 @@ def wanted_gpus(use: GpuUse, tp: int, visible: str | None) -> list[Gpu]:
 
 def gpu_problems(use: GpuUse, tp: int, visible: str | None) -> list[str]:
     """What makes the host's GPUs unfit for the run, one clause each (empty: fit, or no nvidia-smi)."""
-    if not use.gpus:
-        return []
-    if tp > len(use.gpus):
-        return [f"tp_size {tp} needs {tp} GPUs; nvidia-smi reports {len(use.gpus)}"]
+    if not use.gpus or tp > len(use.gpus):
+        return []  # no nvidia-smi, or too few GPUs (`too_few`)
     problems = []
     for gpu in wanted_gpus(use, tp, visible):
         apps = [a for a in use.apps if a.gpu_uuid == gpu.uuid]
@@ -124,16 +122,29 @@ def gpu_problems(use: GpuUse, tp: int, visible: str | None) -> list[str]:
     return problems
 
 
+def too_few(use: GpuUse, tp: int) -> str | None:
+    if use.gpus and tp > len(use.gpus):
+        return f"tp_size {tp} needs {tp} GPUs but nvidia-smi reports {len(use.gpus)}"
+    return None
+
+
 async def ensure_free(conn: Connection, host: Host, port: int, tp: int, visible: str | None,
                       allow_busy_gpus: bool = False) -> list[str]:
     """Raise HostError (exit 3) if the port is taken or, unless allowed, the run's GPUs are busy.
-    Returns the GPU problems that `allow_busy_gpus` let pass (to record with the run)."""
+    Returns the GPU problems that `allow_busy_gpus` let pass (to record with the run). A rehearsal
+    host's GPUs are simulated: whatever real ones the machine has are not the run's."""
     found = await listener(conn, host, port)
     if found.listening:
         who = ", ".join(h.describe() for h in found.holders) or "a process of another user"
         raise HostError(f"{host.name}: port {port} is already taken by {who}; stop it, or give the run another "
                         "port (--set port=N)")
-    problems = gpu_problems(await gpu_use(conn), tp, visible)
+    if host.rehearsal:
+        return []
+    use = await gpu_use(conn)
+    short = too_few(use, tp)
+    if short:
+        raise HostError(f"{host.name}: {short}; lower tp_size or choose a host with more GPUs (--hosts)")
+    problems = gpu_problems(use, tp, visible)
     if problems and not allow_busy_gpus:
         raise HostError(f"{host.name}: the run's GPUs are busy: {'; '.join(problems)}; wait for them, choose "
                         "other GPUs (env CUDA_VISIBLE_DEVICES), or pass --allow-busy-gpus")

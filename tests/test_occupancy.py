@@ -18,14 +18,14 @@ from orchestrator.inventory import Host
 from orchestrator.remote.local import LocalConnection
 from test_run import demo, orch, snapshot  # noqa: F401  (demo: fixture)
 
-# What nvidia-smi printed on an 8-GPU H200 host with one foreign process on GPU 0 (see
-# `orch hosts check`), as the facts script's marker lines.
+# GPU 0 and the process row are what nvidia-smi printed on a real one-GPU H200 host while a torch
+# process held 20 GiB there; GPUs 1-3 are the same row made idle, for the index rules.
 H200 = """\
-__ORCH_GPU__ gpu=0, GPU-1f8e2b4c-0000-0000-0000-000000000000, NVIDIA H200, 20741, 143771
-__ORCH_GPU__ gpu=1, GPU-2a9d3c5e-0000-0000-0000-000000000000, NVIDIA H200, 1, 143771
-__ORCH_GPU__ gpu=2, GPU-3b0e4d6f-0000-0000-0000-000000000000, NVIDIA H200, 1, 143771
-__ORCH_GPU__ gpu=3, GPU-4c1f5e70-0000-0000-0000-000000000000, NVIDIA H200, 1, 143771
-__ORCH_GPU__ app=GPU-1f8e2b4c-0000-0000-0000-000000000000, 4242, python3, 20720
+__ORCH_GPU__ gpu=0, GPU-eed01611-abf2-84af-1b88-bb5ad2e5c594, NVIDIA H200, 21007, 143771
+__ORCH_GPU__ gpu=1, GPU-eed01611-abf2-84af-1b88-bb5ad2e5c595, NVIDIA H200, 0, 143771
+__ORCH_GPU__ gpu=2, GPU-eed01611-abf2-84af-1b88-bb5ad2e5c596, NVIDIA H200, 0, 143771
+__ORCH_GPU__ gpu=3, GPU-eed01611-abf2-84af-1b88-bb5ad2e5c597, NVIDIA H200, 0, 143771
+__ORCH_GPU__ app=GPU-eed01611-abf2-84af-1b88-bb5ad2e5c594, 977, python3, 20998
 """
 
 SQUATTER = """
@@ -55,10 +55,11 @@ def squat(port: int) -> subprocess.Popen:
 
 def test_gpu_rules_from_nvidia_smi_rows():
     use = occupancy.parse_gpu_use(H200)
-    assert [g.index for g in use.gpus] == [0, 1, 2, 3] and use.apps[0].pid == 4242
-    assert occupancy.gpu_problems(use, 2, None) == ["GPU 0 runs pid 4242 python3 20720 MiB"]
+    assert [g.index for g in use.gpus] == [0, 1, 2, 3] and use.apps[0].pid == 977
+    assert occupancy.gpu_problems(use, 2, None) == ["GPU 0 runs pid 977 python3 20998 MiB"]
     assert occupancy.gpu_problems(use, 2, "2,3") == []
-    assert occupancy.gpu_problems(use, 8, None) == ["tp_size 8 needs 8 GPUs; nvidia-smi reports 4"]
+    assert occupancy.too_few(use, 8) == "tp_size 8 needs 8 GPUs but nvidia-smi reports 4"
+    assert occupancy.too_few(use, 4) is None
     hidden = occupancy.parse_gpu_use(H200.replace("__ORCH_GPU__ app=", "not a row "))
     assert "processes this user cannot see" in occupancy.gpu_problems(hidden, 1, None)[0]
     assert occupancy.gpu_problems(occupancy.parse_gpu_use(""), 8, None) == []  # no nvidia-smi: nothing to check
