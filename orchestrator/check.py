@@ -36,7 +36,7 @@ async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> li
 async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, flag_set: flags.FlagSet | None,
                      prepared: dict[str, Any]) -> dict[str, Any]:
     context = execute.run_context(spec, plan, session.host, "check")
-    script = render.render_file(spec.template, context)
+    script = render.launch_script(spec.template, context)
     flag_findings = hostflags.findings(flags.check(script, flag_set) if flag_set else [], spec.template,
                                       script)
     overlay = {context["checkpoints"][n]: p.folder for n, p in prepared.items()}

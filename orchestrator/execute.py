@@ -25,7 +25,7 @@ from .journal import APPLIED, DRIFTED
 from .lock import HostLock
 from .recovery import recover
 from .remote.reconnecting import reconnections
-from .secrets import mask_env, redact, redact_bytes
+from .secrets import hide, mask_env, redact, redact_bytes, secret_values
 from .session import HostSession
 from .spec import PatchDef, RunPlan, Spec
 from .clock import new_uid, now
@@ -147,6 +147,13 @@ def _current_run(store: Store, host: str) -> str:
     return running[-1].uid if running else ""
 
 
+def _hiding(report: Report, secrets: dict[str, str]) -> Report:
+    """`report` with the run's secret values hidden from everything it prints."""
+    if not secrets:
+        return report
+    return lambda label, message: report(label, hide(message, secrets))
+
+
 def run_context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, Any]:
     run_dir = f"{host.workdir}/runs/{uid}"
     base = {
@@ -180,7 +187,7 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: R
     uid = "dry-run"
     label = f"{plan.variant}@{session.host.name}"
     context = run_context(spec, plan, session.host, uid)
-    script = render.render_file(spec.template, context)
+    script = render.launch_script(spec.template, context)
     report(label, "launch script:\n" + redact(script, context["env"]))
     try:
         await hostflags.check_launch(session.conn, session.host, session.packages, script, spec.template, report, label)
@@ -220,7 +227,10 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     label = f"{plan.variant}@{host.name}"
     context = run_context(spec, plan, host, uid)
     env = context["env"]
-    script = render.render_file(spec.template, context)
+    hidden = secret_values(env)
+    store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
+    report = _hiding(report, hidden)
+    script = render.launch_script(spec.template, context)
     run = Run(
         uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
         spec_path=str(spec.path), spec=spec.raw, params=context["params"], env=mask_env(env),
@@ -252,7 +262,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
                                sha256_before=record.sha256_before, sha256_after=record.sha256_after, state=APPLIED))
             report(label, f"patched {file} ({patch.name})")
         started = time.monotonic()
-        srv = await server.launch(session.conn, context["run"]["dir"], script, port)
+        srv = await server.launch(session.conn, context["run"]["dir"], script, port, hidden)
         store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")
         report(label, f"server launched (pid {srv.pgid}); waiting for it to be ready")
         log = await server.wait_ready(session.conn, srv, spec.ready_timeout)
@@ -302,6 +312,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             collect.diagnose_stored_log(store, run, spec.debug_pattern)
         run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
         report(label, f"run {run.id} {status}" + (f": {error}" if error else ""))
+    error, evidence = (hide(error, hidden) if error else error), tuple(hide(e, hidden) for e in evidence)
     return Outcome(run.id, uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from . import shell
+from . import secrets, shell
 from .errors import SpecError
 
 
@@ -45,6 +45,11 @@ def render_file(template: Path, context: dict[str, Any]) -> str:
         ) from None
     except SecurityError as exc:
         raise SpecError(f"{template}:{_template_line(exc, template)}: refused by the template sandbox: {exc}") from None
+
+
+def launch_script(template: Path, context: dict[str, Any]) -> str:
+    """The run's launch script: its env holds no secret (the launch reads those from a 0600 file)."""
+    return render_file(template, {**context, "env": secrets.public_env(context["env"], context.get("secret_names", ()))})
 
 
 def render_value(value: Any, context: dict[str, Any], where: str) -> Any:

@@ -38,10 +38,13 @@ class Status:
     new_bytes: bytes
 
 
-async def launch(conn: Connection, run_dir: str, script: str, port: int) -> Server:
-    """Write the launch script into the run folder and start it detached (setsid + nohup)."""
-    await conn.run(shell.mkdir(run_dir), idempotent=True)
-    await conn.write_file(f"{run_dir}/launch.sh", script.encode(), mode=0o755)
+async def launch(conn: Connection, run_dir: str, script: str, port: int, secrets: dict[str, str] | None = None) -> Server:
+    """Write the launch script into the run folder (0700) and start it detached (setsid + nohup);
+    `secrets` reach the server's environment through a 0600 file the launch reads and removes."""
+    await conn.run(shell.mkdir_private(run_dir), idempotent=True)
+    if secrets:
+        await conn.write_file(f"{run_dir}/{shell.SECRETS_FILE}", shell.secrets_file(secrets).encode(), mode=0o600)
+    await conn.write_file(f"{run_dir}/launch.sh", script.encode(), mode=0o700)
     # not idempotent: after a dropped link it is not resent (a second server would start)
     done = await conn.run(shell.launch(run_dir, "launch.sh", LOG_NAME), timeout=30)
     pid = done.out.strip().splitlines()[-1] if done.out.strip() else ""

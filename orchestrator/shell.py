@@ -37,7 +37,21 @@ def mkdir(*paths: str) -> str:
     return "mkdir -p -- " + " ".join(path(p) for p in paths)
 
 
+def mkdir_private(folder: str) -> str:
+    """A folder only its owner can enter (a run folder holds the launch's secrets file for a moment)."""
+    return f"mkdir -p -- {path(folder)} && chmod 700 -- {path(folder)}"
+
+
 RUN_MARK = "ORCH_RUN_DIR"  # in the environment of every process of a server orch started: its run folder
+SECRETS_FILE = "secrets.env"
+
+
+def secrets_file(secrets: dict[str, str]) -> str:
+    """The text of a run's secrets file: `NAME='value'` lines a shell reads with `set -a; . file`."""
+    for name in secrets:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"not an environment variable name: {name!r}")
+    return "".join(f"{name}={quote(value)}\n" for name, value in secrets.items())
 
 
 def launch(run_dir: str, script: str = "launch.sh", log: str = "server.log") -> str:
@@ -48,7 +62,10 @@ def launch(run_dir: str, script: str = "launch.sh", log: str = "server.log") -> 
     the background: a backgrounded `a && b &` list would keep our output pipe open until the
     server exits.
     """
-    wrapper = f"echo $$ > pid; bash {quote(script)}; echo $? > exit_code"
+    # secrets.env (0600, when the run has secrets) is read into the environment, then removed:
+    # the server inherits the values, and no file or command line keeps them.
+    wrapper = (f"echo $$ > pid; if [ -f {SECRETS_FILE} ]; then set -a; . ./{SECRETS_FILE}; set +a; "
+               f"rm -f {SECRETS_FILE}; fi; bash {quote(script)}; echo $? > exit_code")
     return (
         f"cd {path(run_dir)} || exit 1; rm -f pid exit_code; "
         f'{RUN_MARK}="$PWD" setsid nohup bash -c {quote(wrapper)} > {quote(log)} 2>&1 < /dev/null & '

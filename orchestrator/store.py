@@ -16,6 +16,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from . import schema
 from .clock import now
+from .secrets import scrub
 from .errors import StoreError
 
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
@@ -110,6 +111,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 class Store:
     def __init__(self, url: str):
         self.url = url
+        self.secrets: dict[str, str] = {}  # values hidden from every write (see keep_secret)
         try:
             self.engine = create_engine(url)
         except Exception as exc:  # bad URL forms raise several SQLAlchemy types
@@ -125,12 +127,24 @@ class Store:
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
+    def keep_secret(self, secrets: dict[str, str]) -> None:
+        """Hide these values (name -> value) in everything this store writes from now on."""
+        self.secrets.update(secrets)
+
+    def _scrubbed(self, row: SQLModel) -> SQLModel:
+        if self.secrets:
+            for name in type(row).model_fields:
+                value = getattr(row, name)
+                if isinstance(value, (str, dict, list)):
+                    setattr(row, name, scrub(value, self.secrets))
+        return row
+
     # --- writes -----------------------------------------------------------------------------
 
     def add(self, *rows: SQLModel) -> None:
         with self.session() as s:
             for row in rows:
-                s.add(row)
+                s.add(self._scrubbed(row))
             s.commit()
             for row in rows:
                 s.refresh(row)
@@ -140,7 +154,7 @@ class Store:
             row = s.get(Run, run.id)
             assert row is not None
             for key, value in changes.items():
-                setattr(row, key, value)
+                setattr(row, key, scrub(value, self.secrets))
             s.add(row)
             s.commit()
             s.refresh(row)
@@ -155,6 +169,7 @@ class Store:
             if existing:
                 s.delete(existing)
                 s.flush()
+            data = scrub(data, self.secrets)
             s.add(LogRow(run_id=run.id, size=len(data), data=zlib.compress(data, 6)))
             s.commit()
 
