@@ -70,7 +70,19 @@ _PREFILL = _Kind(PREFILL, PrefillStats, {
     "#running-req": ("running_req", int), "#queue-req": ("queue_req", int), "#pending-token": ("pending_token", int),
     "input throughput (token/s)": ("input_throughput", float),
 })
-_PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?:\s+[A-Z][A-Z_]*\d+)*)\]\s*$")
+_TIME = r"\d\d:\d\d:\d\d(?:[.,]\d+)?"
+# What a stats line may carry before its header, in the styles seen in real logs. Group 1: a bare
+# timestamp opening the line (another logger's: `2026-06-07 10:59:31,659 [INFO] `, `2025-12-04
+# 20:35:53 INFO 151972 [...] `, `... - __main__ - INFO - `). Group 2, 3: SGLang's own bracket, its
+# time (with or without the date: `[04:40:55 TP0]`) and ranks; a bracket without a time counts only
+# when it opens with a rank SGLang prints. Other brackets (`[INFO]`, a CI stamp) are passed over.
+_PREFIX_SOURCE = (
+    rf"(?:(\d{{4}}-\d\d-\d\d[ T]{_TIME})(?![\d:]))?[^\[\n]*"
+    r"(?:\[[^\]\n]*\][^\[\n]*?)*?"
+    rf"(?:\[(?=\d|(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d)((?:\d{{4}}-\d\d-\d\d )?{_TIME})?"
+    r"((?:[ \t]*[A-Z][A-Z_]*\d+)*)\][ \t]*)?"
+)
+_PREFIX = re.compile(_PREFIX_SOURCE + r"\Z")
 _RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 
 
@@ -89,9 +101,9 @@ def _parse_line(line: str, kind: _Kind):
     if at < 0:
         return None
     values: dict = dict.fromkeys(kind.record._fields)
-    prefix = _PREFIX.search(line, 0, at)
-    values["time"] = prefix.group(1) if prefix else None
-    values["ranks"] = _ranks(prefix.group(2) if prefix else "")
+    prefix = _PREFIX.match(line, 0, at)
+    values["time"] = (prefix.group(2) or prefix.group(1)) if prefix else None
+    values["ranks"] = _ranks(prefix.group(3) or "" if prefix else "")
     body = line[at + len(kind.header):]
     if body.startswith(" ["):
         close = body.find("]")
@@ -99,14 +111,15 @@ def _parse_line(line: str, kind: _Kind):
         body = body[close + 1:]
     extra: dict[str, float] = {}
     seen = False
-    for name, value in _items(body):
+    items, cut = _items(body)
+    for name, value in items:
         if name in kind.known:
             field, convert = kind.known[name]
             values[field] = _number(value, convert)
             seen = True
         elif name in _GRAPHS:
             values["graph"] = {"True": True, "False": False}.get(value.strip())
-        elif (number := _number(value.rstrip("% "), float)) is not None:
+        elif not cut and (number := _number(value.rstrip("% "), float)) is not None:
             extra[name] = number
     if not seen:
         return None
@@ -114,10 +127,15 @@ def _parse_line(line: str, kind: _Kind):
     return kind.record(**values)
 
 
-def _items(body: str) -> list[tuple[str, str]]:
-    """("name", "value") of each "name: value" after the header ("." or "," and a trailing comma allowed)."""
+def _items(body: str) -> tuple[list[tuple[str, str]], bool]:
+    """("name", "value") of each "name: value" after the header ("." or "," and a trailing comma
+    allowed), and whether the line was cut short: a line cut by a terminal ends in a piece of a field
+    (`#queue-req`, `input th`), and its other names may be pieces of two names run together
+    (`token usaccept rate`), so none of its unknown names is taken for a field."""
     body = body.lstrip(".,").strip(" \t\r\n,")
-    return [(name, value) for name, sep, value in (item.partition(": ") for item in body.split(", ")) if sep]
+    parts = [item.partition(": ") for item in body.split(", ")]
+    cut = bool(parts) and not parts[-1][1] and bool(parts[-1][0])
+    return [(name, value) for name, sep, value in parts if sep], cut
 
 
 def _ranks(text: str | bytes) -> dict[str, int]:
@@ -139,8 +157,9 @@ def _number(text: str, kind: type):
 
 # ---- many stats lines: one regex per layout ----------------------------------------------------
 
-# Anything before the bracket (a Ray actor's "(Engine pid=1) ") holds no "[": no backtracking.
-_LAYOUT_PREFIX = r"^[^\[\n]*\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?:[ \t]+[A-Z][A-Z_]*\d+)*)\][ \t]*"
+# SGLang's own style (`[time ranks] ` after text without a bracket, such as a Ray actor's
+# "(Engine pid=1) ") matches without backtracking; other styles cost a short walk back per line.
+_LAYOUT_PREFIX = "^" + _PREFIX_SOURCE
 _BOOLS = {"True": True, "False": False, b"True": True, b"False": False}
 
 
@@ -155,7 +174,7 @@ class _Layout:
 
 @lru_cache(maxsize=64)
 def _layout(kind: _Kind, sample: str, is_bytes: bool) -> _Layout:
-    items = _items(sample[sample.find(kind.header) + len(kind.header):].lstrip(" [0123456789]"))
+    items, _ = _items(sample[sample.find(kind.header) + len(kind.header):].lstrip(" [0123456789]"))
     parts, columns = [], []
     for name, value in items:
         percent = value.rstrip().endswith("%")
@@ -199,9 +218,9 @@ def _parse_block(lines: list, kind: _Kind) -> list:
 def _records(rows: list[tuple], layout: _Layout, kind: _Kind) -> list:
     """Records from the regex's rows, converted a column at a time (map over C builtins, no Python per line)."""
     n = len(rows)
-    times, ranks, iterations, *values = zip(*rows)
+    outer, inner, ranks, iterations, *values = zip(*rows)
     data: dict = {field: repeat(None, n) for field in kind.record._fields}
-    data["time"] = map(bytes.decode, times) if isinstance(times[0], bytes) else times
+    data["time"] = _times(inner, outer)
     distinct = {text: _rank_pairs(text) for text in set(ranks)}  # a server prints one or a few prefixes
     data["ranks"] = map(dict, map(distinct.__getitem__, ranks))
     data["iteration"] = (int(i) if i else None for i in iterations) if any(iterations) else repeat(None, n)
@@ -215,3 +234,12 @@ def _records(rows: list[tuple], layout: _Layout, kind: _Kind) -> list:
     data["extra"] = map(dict, map(zip, repeat(extra_names), zip(*extra_columns))) if extra_names else (
         {} for _ in range(n))
     return list(map(kind.record._make, zip(*(data[field] for field in kind.record._fields))))
+
+
+def _times(inner: tuple, outer: tuple):
+    """Each row's time: SGLang's own stamp, else the other logger's, else None (a server prints one
+    style, so one column is taken whole)."""
+    times = inner if all(inner) else outer if not any(inner) else [a or b for a, b in zip(inner, outer)]
+    if isinstance(times[0], bytes):
+        return (t.decode() if t else None for t in times)
+    return times if all(times) else (t or None for t in times)
