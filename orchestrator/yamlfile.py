@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -49,31 +50,66 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+MAX_BYTES = 4 << 20  # an experiment or inventory is a page of text; a bigger file is a wrong path
+
+
 def load(path: Path) -> Located:
-    """Read a YAML mapping; a missing file or a syntax error is a SpecError naming file:line."""
+    """Read a YAML mapping; anything but a readable UTF-8 text file of sane size is a SpecError
+    naming the file (and line) and what to do."""
+    return loads(read_text(path), str(path))
+
+
+def read_text(path: Path) -> str:
     try:
-        text = path.read_text()
+        if path.is_dir():
+            raise SpecError(f"{path}: is a folder, not a YAML file; give the file's path")
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise SpecError(f"{path}: {size} bytes is too big for an experiment or inventory file "
+                            f"(at most {MAX_BYTES >> 20} MiB); check the path")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise SpecError(f"{path}: file not found; check the path") from None
-    return loads(text, str(path))
+    except PermissionError:
+        raise SpecError(f"{path}: not readable (permission denied); check its mode") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc}); check the path") from None
+    if b"\0" in data:
+        raise SpecError(f"{path}: is a binary file, not YAML; check the path")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SpecError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as UTF-8") from None
 
 
 def loads(text: str, source: str) -> Located:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:  # the reader checks the whole text first (control characters)
+        raise SpecError(f"{source}: not valid YAML text: {exc}") from None
     loader.source = source
     try:
         data = loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise SpecError(f"{source}{line}: YAML syntax error: {exc.problem}") from None
+        hint = "; indent with spaces, not tabs" if "\t" in _line(text, mark) else ""
+        raise SpecError(f"{source}{line}: YAML syntax error: {exc.problem}{hint}") from None
+    except yaml.YAMLError as exc:  # a reader error (a control character) carries no problem mark
+        raise SpecError(f"{source}: not valid YAML text: {exc}") from None
     finally:
         loader.dispose()
     if data is None:
-        data = Located(source=source, line=1)
+        raise SpecError(f"{source}:1: the file is empty; write its keys (see README.md)")
     if not isinstance(data, Located):
-        raise SpecError(f"{source}:1: expected a mapping of keys at the top level")
+        raise SpecError(f"{source}:1: expected a mapping of keys at the top level, got {type(data).__name__}")
     return data
+
+
+def _line(text: str, mark: Any) -> str:
+    lines = text.splitlines()
+    return lines[mark.line] if mark is not None and 0 <= mark.line < len(lines) else ""
 
 
 def require_mapping(value: Any, where: str, what: str) -> Located:
@@ -85,5 +121,12 @@ def require_mapping(value: Any, where: str, what: str) -> Located:
 def check_keys(data: Located, allowed: set[str], what: str) -> None:
     for key in data:
         if key not in allowed:
-            known = ", ".join(sorted(allowed))
-            raise SpecError(f"{data.where(key)}: unknown key '{key}' in {what}; known keys: {known}")
+            raise SpecError(f"{data.where(key)}: unknown key '{key}' in {what}; {did_you_mean(key, allowed)}")
+
+
+def did_you_mean(word: str, choices: set[str] | list[str] | tuple[str, ...]) -> str:
+    """`did you mean 'x'?` when one choice is close, else the list of choices."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return "known: " + ", ".join(sorted(choices))
