@@ -40,13 +40,15 @@ def record(store: Store, run: Run, metrics: dict[str, Any], result: workload.Wor
                           note="" if server_value is not None else
                           "absent: the server updates it every decode-log interval (40 rounds by default)"))
     from_log = log_metrics(report)
+    notes_of = log_metric_notes(from_log)
     decode_mean = from_log.pop("accept_len")
     rows.append(MetricRow(run_id=run.id, name="accept_len", value=decode_mean, source="decode_log",
-                          note=f"mean of {from_log['decode_intervals']} decode-line intervals"))
+                          note=notes_of["accept_len"]))
     metrics.update({"accept_len": headline, **from_log})
     for name, value in metrics.items():
         if name != "accept_len":
-            rows.append(MetricRow(run_id=run.id, name=name, value=value, source="orch"))
+            rows.append(MetricRow(run_id=run.id, name=name, value=value, source="decode_log" if name in notes_of
+                                  else "orch", note=notes_of.get(name, "")))
     store.add(*rows)
     store.add(*series_rows(run.id, report))
     store_debug_lines(store, run, log, spec.debug_pattern, report.debug_lines)
@@ -72,18 +74,25 @@ def diagnose_stored_log(store: Store, run: Run, pattern: str) -> None:
             store.update_run(run, diagnosis={"kind": found.kind, "summary": found.summary, "evidence": list(found.evidence)})
 
 
+LOG_MEANS = ("accept_len", "accept_rate", "gen_throughput")  # decode-line values averaged over the run
+
+
 def log_metrics(report: logs.LogReport) -> dict[str, Any]:
-    """What the decode lines say of the whole run: mean accept length and throughput, the last
-    accept rate, and how many log intervals there were."""
-    accept = [d.accept_len for d in report.decode if d.accept_len is not None]
-    rates = [d.accept_rate for d in report.decode if d.accept_rate is not None]
-    throughput = [d.gen_throughput for d in report.decode if d.gen_throughput is not None]
-    return {
-        "accept_len": sum(accept) / len(accept) if accept else None,
-        "accept_rate": rates[-1] if rates else None,
-        "gen_throughput": sum(throughput) / len(throughput) if throughput else None,
-        "decode_intervals": len(report.decode),
-    }
+    """What the decode lines say of the whole run: the mean of each of LOG_MEANS over the lines that
+    print it (accept rate as accept length: one number per log interval, each interval alike), and
+    how many log intervals there were."""
+    metrics: dict[str, Any] = {}
+    for name in LOG_MEANS:
+        values = [v for v in (getattr(d, name) for d in report.decode) if v is not None]
+        metrics[name] = sum(values) / len(values) if values else None
+        metrics[f"{name}_intervals"] = len(values)
+    metrics["decode_intervals"] = len(report.decode)
+    return metrics
+
+
+def log_metric_notes(metrics: dict[str, Any]) -> dict[str, str]:
+    """How each decode-line metric was aggregated, for `orch show`; pops the interval counts."""
+    return {name: f"mean of {metrics.pop(f'{name}_intervals')} decode-line intervals" for name in LOG_MEANS}
 
 
 def series_rows(run_id: int, report: logs.LogReport) -> list[SeriesRow]:

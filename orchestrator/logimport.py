@@ -171,10 +171,9 @@ def record(store: Store, source: LogSource, name: str | None, params: dict[str, 
 
 
 def _store_rows(store: Store, run: Run, report: logs.LogReport, metrics: dict[str, Any]) -> None:
-    store.add(MetricRow(run_id=run.id, name="accept_len", value=metrics["accept_len"], source="decode_log",
-                        note=f"mean of {metrics['decode_intervals']} decode-line intervals (imported log)"))
-    store.add(*(MetricRow(run_id=run.id, name=k, value=v, source="decode_log") for k, v in metrics.items()
-                if k != "accept_len"))
+    notes = collect.log_metric_notes(metrics)
+    store.add(*(MetricRow(run_id=run.id, name=k, value=v, source="decode_log",
+                          note=f"{notes[k]} (imported log)" if k in notes else "") for k, v in metrics.items()))
     store.add(*collect.series_rows(run.id, report))
     store.add(*(DebugRow(run_id=run.id, seq=i, text=d.text, fields=d.fields) for i, d in enumerate(report.debug_lines)))
 

@@ -79,3 +79,13 @@ def test_a_whole_line_keeps_its_unknown_fields():
             "1.67, accept rate: 0.13, pre-allocated usage: 0.22, #prealloc-req: 0, cuda graph: True, gen throughput "
             "(token/s): 183.10, #queue-req: 0, ")
     assert parse_decode_line(line).extra == {"pre-allocated usage": 0.22, "#prealloc-req": 0}
+
+
+def test_accept_rate_is_aggregated_as_accept_len_is():
+    report = parse_log((FIXTURES / "prefix_logging_level.log").read_text())
+    metrics = collect.log_metrics(report)
+    assert metrics["accept_len"] == pytest.approx((2.41 + 2.55) / 2)
+    assert metrics["accept_rate"] == pytest.approx((0.47 + 0.52) / 2)
+    notes = collect.log_metric_notes(metrics)
+    assert notes["accept_rate"] == notes["accept_len"] == "mean of 2 decode-line intervals"
+    assert collect.log_metrics(parse_log((FIXTURES / "prefix_time_only.log").read_text()))["accept_rate"] is None
