@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 from dataclasses import dataclass
 
 import asyncssh
 
-from ..errors import HostError
+from ..errors import HostError, SpecError
 from ..inventory import Host
 from .base import Unreachable
 from .hostkeys import HostKeyChecker, Trust, Verdict
@@ -67,6 +68,9 @@ async def _handshake(host: Host, target: str, address: str, settings: dict,
         except asyncio.TimeoutError:
             raise Unreachable(f"{host.name}: no answer from {target} in time; "
                               f"check the address, the network and that sshd runs there") from None
+        except socket.gaierror as exc:  # the name does not resolve: waiting rarely fixes that
+            raise HostError(f"{host.name}: cannot resolve {address} ({reason(exc)}); set the host's `address:` "
+                            "in the inventory, or check the name and DNS") from None
         except OSError as exc:  # no route, network down: the kind of trouble that passes
             raise Unreachable(f"{host.name}: cannot connect to {target}: {reason(exc)}") from None
         except asyncssh.Error as exc:
@@ -125,7 +129,7 @@ async def _open_jump(host: Host, trust: Trust, hop: _Hop, through: asyncssh.SSHC
     settings = {**where, **_unset_by_config(config, timeout), **_options(host, trust, verdict, jump=True),
                 "tunnel": through}
     if host.identity and not config.config.get("IdentityFile"):
-        settings["client_keys"] = [os.path.expanduser(host.identity)]
+        settings["client_keys"] = [identity_file(host)]
     return await _handshake(host, f"{hop.text} (jump host of {host.name})", hop.address, settings, verdict)
 
 
@@ -203,8 +207,23 @@ def _login(host: Host) -> dict:
     if host.user:
         login["username"] = host.user
     if host.identity:
-        login["client_keys"] = [os.path.expanduser(host.identity)]
+        login["client_keys"] = [identity_file(host)]
     return login
+
+
+def identity_file(host: Host) -> str:
+    """The host's `identity:` file, checked to be a private key before any connection is made."""
+    path = os.path.expanduser(host.identity or "")
+    where = f"{host.name}: identity file {path} (the host's `identity:` in the inventory)"
+    if not os.path.isfile(path):
+        raise SpecError(f"{where} does not exist; point it at a private key, e.g. ~/.ssh/id_ed25519")
+    try:
+        asyncssh.read_private_key(path)
+    except asyncssh.KeyImportError as exc:
+        raise SpecError(f"{where} is not a usable private key ({exc}); use an unencrypted key or an ssh agent") from None
+    except OSError as exc:
+        raise SpecError(f"{where} cannot be read ({reason(exc)}); check its mode") from None
+    return path
 
 
 def target(host: Host) -> str:
@@ -215,6 +234,7 @@ def target(host: Host) -> str:
 
 def reason(exc: BaseException) -> str:
     errno = getattr(exc, "errno", None)
-    text = (getattr(exc, "reason", None) or (os.strerror(errno) if errno else None) or str(exc)
-            or type(exc).__name__)
+    # a resolver error's errno (-2, -3) is no OS error number: its own text says what happened
+    text = (getattr(exc, "reason", None) or getattr(exc, "strerror", None)
+            or (os.strerror(errno) if errno else None) or str(exc) or type(exc).__name__)
     return " ".join(str(text).split())
