@@ -179,7 +179,8 @@ def hosts_list(ctx: typer.Context) -> None:
 @hosts_app.command("check")
 def hosts_check(
     hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: all)."),
-    port: int = typer.Option(30000, "--port", help="Report whether this port is already listening on each host."),
+    port: int = typer.Option(30000, "--port", min=1, max=65535,
+                             help="Report whether this port is already listening on each host."),
     timeout: float = typer.Option(10.0, "--timeout", help="Seconds to wait for each host's SSH handshake."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:

@@ -20,6 +20,10 @@ def list_runs(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List runs, oldest first (the newest `--limit`)."""
+    from ..store import STATUSES
+
+    if status is not None and status not in STATUSES:
+        raise SpecError(f"--status {status!r} is not a run status; use one of {', '.join(STATUSES)}")
     rows = _store().runs(experiment, status, limit)
     if as_json:
         ui.raw(dumps([{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
