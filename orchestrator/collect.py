@@ -10,7 +10,7 @@ from . import spec as specs, workload
 from .engines.sglang import logs
 from .remote.reconnecting import Reconnection
 from .spec import RunPlan, Spec
-from .store import DebugRow, EventRow, MetricRow, Run, SeriesRow, Store
+from .store import DebugRow, EventRow, MetricRow, PatchRow, Run, SeriesRow, Store
 
 REJECTED_AT_OR_BELOW = 1.05
 DISAGREEMENT = 0.05
@@ -66,12 +66,17 @@ def record(store: Store, run: Run, metrics: dict[str, Any], result: workload.Wor
 
 
 def diagnose_stored_log(store: Store, run: Run, pattern: str) -> None:
-    """A server that died after it was ready (mid-workload): the diagnosis from its stored log."""
+    """A failed run: the diagnosis from its stored log (a server that died mid-workload has none yet),
+    read knowing the files the run's patches touched. It replaces the one made when the server died
+    when it names a patched model file that no longer imports: that is the cause."""
     log = store.log(run)
-    if store.get(run.uid).diagnosis is None and log:
-        found = logs.parse_log_bytes(log, pattern).diagnosis
-        if found is not None:
-            store.update_run(run, diagnosis={"kind": found.kind, "summary": found.summary, "evidence": list(found.evidence)})
+    current = store.get(run.uid).diagnosis
+    patched = [path for patch in store.children(run, PatchRow) for path in (patch.file, patch.target)]
+    if not log or (current is not None and not patched):
+        return
+    found = logs.parse_log_bytes(log, pattern, patched).diagnosis
+    if found is not None and (current is None or found.kind == logs.PATCHED_MODULE_IMPORT):
+        store.update_run(run, diagnosis={"kind": found.kind, "summary": found.summary, "evidence": list(found.evidence)})
 
 
 LOG_MEANS = ("accept_len", "accept_rate", "gen_throughput")  # decode-line values averaged over the run

@@ -272,6 +272,11 @@ DIAGNOSES = [
     ("ambiguous.log", "unknown-flag", ["--speculative-draft", "full flag name"], "error: ambiguous option"),
     ("traceback.log", "traceback", ["RuntimeError: could not load the draft model config"],
      "RuntimeError: could not load the draft model config"),
+    ("wrapped_logger.log", "scheduler-exception", ["ValueError: Unsupported architectures"], "ValueError: Unsupported"),
+    ("cause_above.log", "scheduler-exception", ["['DeepseekOCRForCausalLM']", "printed above", "glm4v_moe"],
+     "ValueError: Model architectures ['DeepseekOCRForCausalLM']"),
+    ("patched_module_import.log", "scheduler-exception", ["KimiK25ForConditionalGeneration", "kimi_k25.py, line 612"],
+     "ValueError: Model architectures ['KimiK25ForConditionalGeneration']"),
 ]
 
 

@@ -1,16 +1,20 @@
 """Why an SGLang server failed, from its log text: one known signature -> kind, one-line advice, evidence.
 
-`diagnose` reads every line it is given. For big logs, `logs.parse_log*` first cuts the text down
-to the lines around `NEEDLES` in the log's last `logs.TAIL_SIZE` bytes and `HEAD_NEEDLES` in its
-first `HEAD_SIZE` (plus the traceback that follows a `TRACEBACK_OPENERS` line and the few lines
-before an `Exit code:` line) and diagnoses only that; every signature below is found from those
-lines alone.
+`diagnose` reads every line it is given, unwrapped first (`loglines.unwrap`: another logger's
+prefix taken off). For big logs, `logs.parse_log*` first cuts the text down to the lines around
+`NEEDLES` in the log's last `logs.TAIL_SIZE` bytes and `HEAD_NEEDLES` in its first `HEAD_SIZE`
+(plus the traceback that follows a `TRACEBACK_OPENERS` line and the few lines before the lines in
+`LINES_BEFORE`) and diagnoses only that; every signature below is found from those lines alone.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from .loglines import TRACEBACK, exception_above, tracebacks, unwrap
+from .skipped import IMPORT_ERROR, error_line, patched_file, skipped_modules
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,6 @@ class Diagnosis:
     evidence: tuple[str, ...]  # the log lines that show it, most specific first
 
 
-TRACEBACK = "Traceback (most recent call last)"
 # Literals one of which is on every line a signature needs (other than traceback bodies). Each has a
 # character that is rare in normal logs, so it can be found fast; "Rank N scheduler is dead." and
 # "Health check failed." are reached through the "Exit code:" line after them / the rest of their line,
@@ -33,11 +36,15 @@ NEEDLES: tuple[str, ...] = (
     "ncclInvalidUsage", "NCCL WARN", "set_eagle3_layers_to_capture", "Capture cuda graph failed",
     "Initialization failed", "couldn't get a response from detokenizer", "Received sigquit", "SIGQUIT received",
 )
-# argparse rejects a command line before anything else is printed: only the head of a log can hold these.
-HEAD_NEEDLES: tuple[str, ...] = ("error: unrecognized arguments", "error: ambiguous option")
-HEAD_SIZE = 1 << 16
+# Printed at startup, so looked for in the head of a log only: argparse rejecting a command line
+# (before anything else), and the model modules SGLang could not import (as each process starts).
+HEAD_NEEDLES: tuple[str, ...] = ("error: unrecognized arguments", "error: ambiguous option", IMPORT_ERROR)
+HEAD_SIZE = 16 << 20
 TRACEBACK_OPENERS: tuple[str, ...] = (TRACEBACK,)  # the lines after these belong to the evidence
-LINES_BEFORE: dict[str, int] = {"Exit code:": 3}  # "Rank N scheduler is dead." precedes "Exit code: C"
+# "Rank N scheduler is dead." precedes "Exit code: C"; a crash's cause may be printed above its header.
+LINES_BEFORE: dict[str, int] = {"Exit code:": 3, "Scheduler hit an exception": 20}
+NAMED_SKIPPED = 3  # skipped model modules listed in a summary
+PATCHED_MODULE_IMPORT = "patched-module-import"
 
 _OOM = re.compile(r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError")
 _OOM_DETAIL = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)(?:\. GPU (\d+))?")
@@ -62,14 +69,39 @@ _SCHED = "Scheduler hit an exception"
 _CHILD = re.compile(r"Received sigquit from a child process|SIGQUIT received|Initialization failed\.")
 
 
-def diagnose(text: str) -> Diagnosis | None:
-    """The most specific known failure in `text`, or None when nothing known matches."""
-    lines = [line.rstrip("\r\n\t ") for line in text.split("\n")]
+def diagnose(text: str, patched: Iterable[str] = ()) -> Diagnosis | None:
+    """The most specific known failure in `text`, or None when nothing known matches. `patched`:
+    the files the run's patches touched (host paths or PACKAGE:path), for naming a patched model
+    module SGLang could not import."""
+    lines = [unwrap(line).rstrip("\r\n\t ") for line in text.split("\n")]
     for check in _CHECKS:
         found = check(lines)
         if found is not None:
-            return found
-    return None
+            break
+    return _name_skipped(found, lines, tuple(patched))
+
+
+def _name_skipped(found: Diagnosis | None, lines: list[str], patched: tuple[str, ...]) -> Diagnosis | None:
+    """`found` with the model modules SGLang skipped named in it; first, and as the diagnosis, one
+    whose file a patch of the run touched. A skipped module alone is no failure: hosts often lack a
+    package some model file needs."""
+    skipped = skipped_modules(lines)
+    touched = [(s, path) for s in skipped if (path := patched_file(s.module, patched))]
+    if touched:
+        first, path = touched[0]
+        at = f", line {error_line(first.error)}" if error_line(first.error) else ""
+        then = f" The server then failed: {_one_line(found.evidence[0])[:200]}." if found else ""
+        return Diagnosis(
+            PATCHED_MODULE_IMPORT, f"The patched file {path}{at} no longer imports ({first.error}): SGLang "
+            f"skipped {first.module}, so the model classes it defines are unknown to the server.{then} Fix the "
+            "patch (`orch check` compiles patched files) and relaunch.",
+            tuple(dict.fromkeys([first.line, *(found.evidence if found else ()), *(s.line for s, _ in touched[1:])])))
+    if found is None or not skipped:
+        return found
+    names = "; ".join(f"{s.module} ({s.error[:120]})" for s in skipped[:NAMED_SKIPPED])
+    more = f" and {len(skipped) - NAMED_SKIPPED} more" if len(skipped) > NAMED_SKIPPED else ""
+    return replace(found, summary=f"{found.summary} SGLang also skipped model modules it could not import: "
+                   f"{names}{more}.", evidence=tuple(dict.fromkeys([*found.evidence, *(s.line for s in skipped[:NAMED_SKIPPED])])))
 
 
 def _first(lines: list[str], pattern: re.Pattern[str]) -> tuple[int, re.Match[str]] | None:
@@ -82,30 +114,6 @@ def _first(lines: list[str], pattern: re.Pattern[str]) -> tuple[int, re.Match[st
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _exception_line(lines: list[str], start: int) -> str | None:
-    """The final exception line of the traceback whose header is lines[start] (chained ones followed)."""
-    last = None
-    i = start + 1
-    while i < len(lines):
-        line = lines[i]
-        if not line or line[0] in " \t" or line.startswith(TRACEBACK) or line.startswith(("During handling", "The above exception")):
-            i += 1
-            continue
-        last = line
-        j = i + 1
-        while j < len(lines) and not lines[j].strip():
-            j += 1
-        if j < len(lines) and lines[j].startswith(("During handling", "The above exception", TRACEBACK)):
-            i = j
-            continue
-        break
-    return last
-
-
-def _tracebacks(lines: list[str]) -> list[tuple[int, str | None]]:
-    return [(i, _exception_line(lines, i)) for i, line in enumerate(lines) if TRACEBACK in line]
 
 
 def _with_context(lines: list[str], main: str) -> tuple[str, ...]:
@@ -231,7 +239,7 @@ def _warmup(lines):
     hit = _first(lines, _WARMUP)
     if not hit:
         return None
-    tb = [exc for i, exc in _tracebacks(lines) if i >= hit[0] and exc]
+    tb = [exc for i, exc in tracebacks(lines) if i >= hit[0] and exc]
     cause = f" ({tb[0]})" if tb else ""
     return Diagnosis("init-failed", f"The server started but its warmup request failed{cause}: fix the error shown, "
                      "then relaunch.", tuple(dict.fromkeys([*tb[:1], lines[hit[0]]])))
@@ -261,17 +269,20 @@ def _scheduler_exception(lines):
     hit = _first(lines, re.compile(re.escape(_SCHED)))
     if not hit:
         return None
-    tb = [(i, exc) for i, exc in _tracebacks(lines) if i >= hit[0] and exc]
-    if not tb:
+    tb = [(i, exc) for i, exc in tracebacks(lines) if i >= hit[0] and exc]
+    if tb:
+        exc, where = tb[0][1], "the traceback ends at the evidence line"
+    else:  # no exception after the header (cut off, or printed elsewhere): the cause printed above it
+        exc, where = exception_above(lines, hit[0]), "printed above the crash header"
+    if exc is None:
         return Diagnosis("scheduler-exception", "The scheduler crashed: see the traceback after the evidence line.",
                          (lines[hit[0]],))
-    exc = tb[0][1]
     return Diagnosis("scheduler-exception", f"The scheduler crashed with {_one_line(exc)[:300]}: fix that error "
-                     "(the traceback ends at the evidence line), then relaunch.", (exc, lines[hit[0]]))
+                     f"({where}), then relaunch.", (exc, lines[hit[0]]))
 
 
 def _traceback(lines):
-    tb = [(i, exc) for i, exc in _tracebacks(lines) if exc]
+    tb = [(i, exc) for i, exc in tracebacks(lines) if exc]
     if not tb:
         return None
     exc = tb[-1][1]

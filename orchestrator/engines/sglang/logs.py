@@ -17,16 +17,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import contains
-from typing import Callable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
-from .diagnosis import HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, TRACEBACK_OPENERS, Diagnosis, diagnose
+from .diagnosis import (
+    HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, PATCHED_MODULE_IMPORT, TRACEBACK_OPENERS, Diagnosis, diagnose,
+)
 from .fields import parse_fields
 from .stats import DECODE, PREFILL, DecodeStats, PrefillStats, parse_decode_line, parse_prefill_line, parse_stats_lines
 
 __all__ = [
     "READY_LINE", "DEFAULT_DEBUG_PATTERN", "DecodeStats", "PrefillStats", "DebugLine", "LogReport", "Diagnosis",
     "parse_decode_line", "parse_prefill_line", "parse_fields", "extract_debug_lines", "parse_log",
-    "parse_log_bytes", "diagnose",
+    "parse_log_bytes", "diagnose", "PATCHED_MODULE_IMPORT",
 ]
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -88,16 +90,17 @@ def _required_literal(pattern: str) -> str | None:
 _TRACEBACK_WINDOW = 1 << 16  # bytes after a traceback header kept for the diagnosis
 
 
-def parse_log(text: str, debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> LogReport:
-    """Everything known in a whole log given as text."""
+def parse_log(text: str, debug_pattern: str = DEFAULT_DEBUG_PATTERN, patched: Iterable[str] = ()) -> LogReport:
+    """Everything known in a whole log given as text. `patched`: the files the run's patches touched,
+    for the diagnosis (`diagnose`)."""
     with _collector_paused():
-        return _report(text, debug_pattern, str)
+        return _report(text, debug_pattern, str, tuple(patched))
 
 
-def parse_log_bytes(data: bytes, debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> LogReport:
+def parse_log_bytes(data: bytes, debug_pattern: str = DEFAULT_DEBUG_PATTERN, patched: Iterable[str] = ()) -> LogReport:
     """Like `parse_log`, on raw bytes; only the lines used are decoded (UTF-8, bad bytes replaced)."""
     with _collector_paused():
-        return _report(bytes(data), debug_pattern, lambda part: part.decode("utf-8", "replace"))
+        return _report(bytes(data), debug_pattern, lambda part: part.decode("utf-8", "replace"), tuple(patched))
 
 
 @contextmanager
@@ -115,7 +118,7 @@ def _collector_paused():
             gc.enable()
 
 
-def _report(buf, debug_pattern: str, text: Callable) -> LogReport:
+def _report(buf, debug_pattern: str, text: Callable, patched: tuple[str, ...]) -> LogReport:
     encode = (lambda s: s.encode()) if isinstance(buf, bytes) else str
     nl, decode_header, prefill_header = encode("\n"), encode(DECODE), encode(PREFILL)
     stats = _lines_with(buf, encode("batch"), nl)  # one search finds both kinds
@@ -130,7 +133,7 @@ def _report(buf, debug_pattern: str, text: Callable) -> LogReport:
         # are on every timestamped line. The tag regex below still decides.
         candidates = _lines_with(buf, encode(literal.lstrip("-[]():. ") or literal), nl)
     elif isinstance(buf, bytes):  # no literal to search for: the pattern runs over the decoded text
-        return _report(text(buf), debug_pattern, str)
+        return _report(text(buf), debug_pattern, str, patched)
     else:
         candidates = [line for line in buf.split("\n") if tag.search(line)]
     texts = text(nl.join(candidates)).split("\n") if candidates else []  # one decode for all of them
@@ -141,7 +144,7 @@ def _report(buf, debug_pattern: str, text: Callable) -> LogReport:
         ready=buf.find(encode(READY_LINE)) >= 0,
         server_args=server_args,
         debug_lines=debug,
-        diagnosis=_diagnose_ends(buf, encode, nl, text),
+        diagnosis=_diagnose_ends(buf, encode, nl, text, patched),
     )
 
 
@@ -157,7 +160,7 @@ def _lines_with(buf, literal, nl, *, first_only: bool = False) -> list:
     return lines
 
 
-def _diagnose_ends(buf, encode: Callable, nl, text: Callable) -> Diagnosis | None:
+def _diagnose_ends(buf, encode: Callable, nl, text: Callable, patched: tuple[str, ...]) -> Diagnosis | None:
     """Diagnose the lines around the failure phrases in the head and the tail (and the tracebacks
     they open)."""
     spans = []
@@ -175,7 +178,7 @@ def _diagnose_ends(buf, encode: Callable, nl, text: Callable) -> Diagnosis | Non
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    return diagnose("\n".join(text(buf[s:e]) for s, e in merged))
+    return diagnose("\n".join(text(buf[s:e]) for s, e in merged), patched)
 
 
 def _evidence_span(buf, nl, name: str, at: int) -> tuple[int, int]:
