@@ -1,20 +1,18 @@
 """A run made by hand, recorded from its server log (`orch import LOGFILE`): decode series, accept
-length from the decode lines, debug lines, diagnosis, and the launch command rebuilt from the
-`server_args=ServerArgs(...)` line SGLang prints first."""
+length from the decode lines, debug lines, diagnosis, and the params and launch command rebuilt
+from the `server_args=` line SGLang prints first (`ServerArgs(...)`, or 0.5.23's `{...}` dict)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import posixpath
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import collect
-from .engines.sglang import logs
+from .engines.sglang import logs, serverargs
 from .errors import SpecError
 from .clock import new_uid, now
 from .store import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, Store
@@ -38,24 +36,30 @@ class Imported:
     flags: tuple[str, ...] = ()
     diagnosis: logs.Diagnosis | None = None
     command: str = ""
+    warnings: tuple[str, ...] = ()
 
 
 def server_args(text: str | None) -> dict[str, Any]:
-    """`ServerArgs(model_path='m', tp_size=8, ...)` -> {field: value}. Each value is read with
-    `ast.literal_eval` (never evaluated as code); one that is not a literal (an enum's repr, say) is
-    kept as its text."""
-    if not text:
-        return {}
-    m = re.match(r"\s*\w*\((.*)\)\s*$", text, re.DOTALL)
-    if m is None:
-        return {}
-    values: dict[str, Any] = {}
-    for name, raw in logs.parse_fields(m.group(1)).items():
-        try:
-            values[name] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            values[name] = raw
-    return values
+    """`ServerArgs(model_path='m', tp_size=8, ...)` or `{'model_path': 'm', ...}` -> {field: value}
+    (see `serverargs.parse`)."""
+    return serverargs.parse(text).values
+
+
+def args_warnings(text: str | None, where: str) -> tuple[dict[str, Any], list[str]]:
+    """The server args of a log's `server_args=` line, and what to tell the user when they could not
+    all be read."""
+    if text is None:
+        return {}, [f"{where}: no `server_args=` line (the log may start after the server did): params and the "
+                    "launch command are not rebuilt; give --params key=value for the ones that matter"]
+    parsed = serverargs.parse(text)
+    if parsed.form is None:
+        return {}, [f"{where}: the `server_args=` line is neither `ServerArgs(...)` (SGLang up to 0.5.22) nor a "
+                    f"`{{...}}` dict (0.5.23): params and the launch command are not rebuilt; give --params "
+                    "key=value for the ones that matter"]
+    if parsed.cut:
+        return parsed.values, [f"{where}: the `server_args=` line is cut short: params and the launch command "
+                               f"hold only its first {len(parsed.values)} fields"]
+    return parsed.values, []
 
 
 def launch_command(args: dict[str, Any]) -> str:
@@ -145,7 +149,7 @@ def record(store: Store, source: LogSource, name: str | None, params: dict[str, 
     """Store one run from a server log; failed when the log holds a known failure."""
     data = source.data
     report = logs.parse_log_bytes(data, debug_pattern)
-    args = server_args(report.server_args)
+    args, warnings = args_warnings(report.server_args, source.where)
     command = launch_command(args) if args else ""
     run_params = {mine: args[theirs] for theirs, mine in PARAMS_FROM_ARGS.items() if args.get(theirs) is not None}
     run_params.update(params)
@@ -163,11 +167,13 @@ def record(store: Store, source: LogSource, name: str | None, params: dict[str, 
     diagnosis = report.diagnosis
     status = FAILED if diagnosis else SUCCEEDED
     store.event(run, "imported", f"from {source.where} ({len(data)} bytes)" + (f"; {source.note}" if source.note else ""))
+    for warning in warnings:
+        store.event(run, "warning", warning)
     store.update_run(run, status=status, flags=flags, ended_at=now(),
                      error=f"server failed: {diagnosis.summary}" if diagnosis else None,
                      diagnosis={"kind": diagnosis.kind, "summary": diagnosis.summary,
                                 "evidence": list(diagnosis.evidence)} if diagnosis else None)
-    return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command)
+    return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command, tuple(warnings))
 
 
 def _store_rows(store: Store, run: Run, report: logs.LogReport, metrics: dict[str, Any]) -> None:

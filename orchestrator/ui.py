@@ -302,6 +302,8 @@ def imported(done: Any) -> None:
         console.print("the target accepts almost no draft tokens; `orch check` on the experiment looks for why")
     if done.command:
         console.print(f"[bold]launch command[/] (from server_args): {escape(done.command)}", soft_wrap=True)
+    for warning in done.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
 def cleaned(host: str, verdicts: list[Any], dry_run: bool) -> None:

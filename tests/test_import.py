@@ -140,3 +140,56 @@ def test_import_over_ssh_cuts_a_big_log_down_on_the_host(sshd_box, no_user_ssh, 
     fetched, full = parse_log_bytes(source.data), parse_log_bytes(log.read_bytes())
     assert fetched.decode == full.decode and fetched.debug_lines == full.debug_lines and len(full.decode) == 12
     assert fetched.server_args == full.server_args and fetched.ready == full.ready
+
+
+def test_import_rebuilds_params_and_command_from_0523s_dict(tmp_path):
+    """0.5.23 logs `server_args={...}` (the repr of ServerArgs.resolved_dict()), not ServerArgs(...)."""
+    done = orch(tmp_path, "import", str(FIXTURES / "server_args_dict.log"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stdout
+    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    assert record["params"] == {"model_path": "/data/models/Kimi-K2.5", "tp_size": 8, "mem_fraction_static": 0.82,
+                                "draft_model_path": "/data/ckpt/kimi-eagle3/epoch_3_step_12000",
+                                "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+                                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "port": 30000}
+    for part in ("--tp-size 8", "--speculative-algorithm EAGLE3", "--trust-remote-code",
+                 """--cuda-graph-config '{"decode": {"backend": "full", "max_bs": 48}, "prefill": {"backend": "breakable"}}'"""):
+        assert part in record["command"]
+    assert "--lora-paths" not in record["command"] and "--disable-radix-cache" not in record["command"]
+    assert record["metrics"]["accept_rate"] == 0.77
+    notes = {s["note"] for s in record["metric_sources"]["accept_rate"] + record["metric_sources"]["accept_len"]}
+    assert notes == {"mean of 2 decode-line intervals (imported log)"}
+    shown = orch(tmp_path, "show", "last").stdout
+    assert "mean of 2 decode-line intervals" in shown
+
+
+def test_import_warns_when_it_finds_no_server_args(tmp_path):
+    done = orch(tmp_path, "import", str(FIXTURES / "prefix_time_only.log"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning:" in done.stdout and "no `server_args=` line" in done.stdout and "--params" in done.stdout
+    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    assert record["command"] == "" and record["params"] == {}
+    assert [e["kind"] for e in record["events"]].count("warning") == 1
+    odd = tmp_path / "odd.log"
+    odd.write_text("[2026-01-01 00:00:00] server_args=<object at 0x7f>\n" + (FIXTURES / "clean.log").read_text())
+    done = orch(tmp_path, "import", str(odd))
+    assert "neither `ServerArgs(...)`" in done.stdout and "0.5.23" in done.stdout
+
+
+def test_a_server_args_line_cut_short_gives_the_fields_before_the_cut(tmp_path):
+    cut = tmp_path / "cut.log"
+    cut.write_text("[2026-01-01 00:00:00] server_args={'model_path': 'm', 'tp_size': 2, 'speculative_algo\n"
+                   + (FIXTURES / "clean.log").read_text())
+    done = orch(tmp_path, "import", str(cut))
+    assert "cut short" in done.stdout and "first 2 fields" in done.stdout
+    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    assert record["params"] == {"model_path": "m", "tp_size": 2}
+
+
+def test_server_args_dict_values_are_read_as_literals_never_run():
+    text = ("{'model_path': 'm', 'algo': <SpeculativeAlgorithm.EAGLE3: 3>, 'ids': [1, 2], "
+            "'graphs': {'decode': {'max_bs': 8}}, 'hook': __import__('os').system('false'), 'note': 'a, b'}")
+    assert server_args(text) == {"model_path": "m", "algo": "<SpeculativeAlgorithm.EAGLE3: 3>", "ids": [1, 2],
+                                 "graphs": {"decode": {"max_bs": 8}}, "hook": "__import__('os').system('false')",
+                                 "note": "a, b"}
+    assert server_args("{'model_path': 'm'}") == {"model_path": "m"}
