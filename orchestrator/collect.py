@@ -10,7 +10,7 @@ from . import spec as specs, workload
 from .engines.sglang import logs
 from .remote.reconnecting import Reconnection
 from .spec import RunPlan, Spec
-from .store import DebugRow, EventRow, MetricRow, PatchRow, Run, SeriesRow, Store
+from .store import DebugRow, EventRow, HistogramRow, MetricRow, PatchRow, Run, SeriesRow, Store
 
 REJECTED_AT_OR_BELOW = 1.05
 DISAGREEMENT = 0.05
@@ -50,6 +50,7 @@ def record(store: Store, run: Run, metrics: dict[str, Any], result: workload.Wor
             rows.append(MetricRow(run_id=run.id, name=name, value=value, source="decode_log" if name in notes_of
                                   else "orch", note=notes_of.get(name, "")))
     store.add(*rows)
+    store_histogram(store, run, result)
     store.add(*series_rows(run.id, report))
     store_debug_lines(store, run, log, spec.debug_pattern, report.debug_lines)
     flags = []
@@ -63,6 +64,14 @@ def record(store: Store, run: Run, metrics: dict[str, Any], result: workload.Wor
             notes.append(f"warning: accept length sources disagree ({headline:.2f} vs {other:.2f})")
             break
     return flags, notes
+
+
+def store_histogram(store: Store, run: Run, result: workload.WorkloadResult) -> None:
+    """The workload's correct-drafts histogram (summed over its requests), when the server sent one."""
+    counts = result.correct_drafts_histogram
+    if counts is not None:
+        store.add(HistogramRow(run_id=run.id, name=workload.CORRECT_DRAFTS, counts=counts, source="meta_info",
+                               note=workload.CORRECT_DRAFTS_NOTE))
 
 
 def diagnose_stored_log(store: Store, run: Run, pattern: str) -> None:

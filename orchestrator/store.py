@@ -84,6 +84,17 @@ class SeriesRow(SQLModel, table=True):
     values: dict = Field(default_factory=dict, sa_column=Column(JSON))
 
 
+class HistogramRow(SQLModel, table=True):
+    """A histogram of a run (counts by bin index), e.g. verify steps by draft tokens accepted."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    name: str
+    counts: list = Field(default_factory=list, sa_column=Column(JSON))
+    source: str = ""
+    note: str = ""
+
+
 class EventRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(index=True, foreign_key="run.id")
@@ -261,6 +272,8 @@ class Store:
             ],
             "metrics": metrics,
             "metric_sources": sources,
+            "histograms": {h.name: {"counts": h.counts, "source": h.source, "note": h.note}
+                           for h in self.children(run, HistogramRow)},
             "series": [
                 {"kind": r.kind, "time": r.time, **r.values} for r in self.children(run, SeriesRow)
             ],
@@ -316,6 +329,7 @@ class FindingRow(SQLModel, table=True):
     what: str
     why: str
     fix: str
+    allowed: bool = False  # an error the experiment allows (`preflight: {allow: [code]}`): reported, not stopping the run
 
 
 def checkpoint_facts(store: Store, run: Run) -> dict[str, Any]:
@@ -328,6 +342,7 @@ def checkpoint_facts(store: Store, run: Run) -> dict[str, Any]:
              "seconds": c.seconds}
             for c in store.children(run, CheckpointRow)
         ],
-        "preflight": [{"severity": f.severity, "code": f.code, "what": f.what, "why": f.why, "fix": f.fix}
+        "preflight": [{"severity": f.severity, "code": f.code, "what": f.what, "why": f.why, "fix": f.fix,
+                       "allowed": bool(f.allowed)}
                       for f in store.children(run, FindingRow)],
     }

@@ -94,6 +94,8 @@ def show(record: dict[str, Any]) -> None:
         for s in sources:
             table.add_row(name, fmt(s["value"]), s["source"], escape(s["note"]))
     c.print(table)
+    for name, histogram in record.get("histograms", {}).items():
+        histogram_lines(name, histogram)
     if record["patches"]:
         table = Table(title="patches", title_justify="left")
         for column in ("name", "file", "sha256 before", "sha256 after", "state"):
@@ -107,6 +109,21 @@ def show(record: dict[str, Any]) -> None:
             c.print(f"  {escape(d['text'])}", soft_wrap=True)
         if len(record["debug_lines"]) > 10:
             c.print(f"  ... {len(record['debug_lines']) - 10} more (`orch logs {record['id']} --debug`)")
+
+
+def histogram_lines(name: str, histogram: dict[str, Any]) -> None:
+    """A run's histogram: each bin's count and share; for verify steps by draft tokens accepted, the
+    accept length they imply (mean accepted + the bonus token)."""
+    counts = histogram["counts"]
+    total = sum(counts)
+    console.print(f"[bold]{escape(name)}[/] ({escape(histogram['source'])}: {escape(histogram['note'])}):", soft_wrap=True)
+    if not total:
+        console.print("  (empty)")
+        return
+    console.print("  " + "  ".join(f"{i}: {n} ({100 * n / total:.1f}%)" for i, n in enumerate(counts)), soft_wrap=True)
+    mean = sum(i * n for i, n in enumerate(counts)) / total
+    console.print(f"  {total} verify steps; mean {mean:.2f} draft tokens accepted per step, accept length "
+                  f"{mean + 1:.2f} with the bonus token")
 
 
 def _pairs(title: str, values: dict[str, Any]) -> None:

@@ -13,6 +13,14 @@ from . import http
 from .errors import SpecError, WorkloadError
 from .spec import Workload
 
+# meta_info's histogram of correct drafts per verify step: 0.5.23 `spec_correct_drafts_histogram`
+# (batch_result_processor.py: one count per verify step of every EAGLE request, at the index of the
+# draft tokens the target accepted in it, the bonus token not counted), 0.5.9 `spec_accept_histogram`.
+HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+CORRECT_DRAFTS = "correct_drafts_histogram"
+CORRECT_DRAFTS_NOTE = ("verify steps by draft tokens accepted (index 0, 1, ...; bonus token not counted), "
+                       "summed over the workload's requests")
+
 BUILT_IN_PROMPTS = (
     "Explain speculative decoding to a new engineer in three sentences.",
     "Write a Python function that merges two sorted lists.",
@@ -32,6 +40,7 @@ class RequestResult:
     spec_verify_ct: int | None
     spec_accept_length: float | None
     latency: float
+    correct_drafts_histogram: tuple[int, ...] = ()  # see HISTOGRAM_KEYS; empty when the server sent none
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,19 @@ class WorkloadResult:
         if not verified:
             return None
         return sum(r.completion_tokens for r in verified) / sum(r.spec_verify_ct or 0 for r in verified)
+
+    @property
+    def correct_drafts_histogram(self) -> list[int] | None:
+        """The requests' histograms added bin by bin (they differ in length: each grows to the most
+        drafts one of its steps accepted); None when no request carried one."""
+        histograms = [r.correct_drafts_histogram for r in self.requests if r.correct_drafts_histogram]
+        if not histograms:
+            return None
+        total = [0] * max(map(len, histograms))
+        for histogram in histograms:
+            for drafts, steps in enumerate(histogram):
+                total[drafts] += steps
+        return total
 
 
 def prompts(workload: Workload) -> list[str]:
@@ -105,7 +127,16 @@ def _generate(base_url: str, text: str, workload: Workload) -> RequestResult:
         spec_verify_ct=meta.get("spec_verify_ct"),
         spec_accept_length=meta.get("spec_accept_length"),
         latency=time.monotonic() - started,
+        correct_drafts_histogram=_histogram(meta),
     )
+
+
+def _histogram(meta: dict[str, Any]) -> tuple[int, ...]:
+    """The request's correct-drafts histogram (HISTOGRAM_KEYS), or () when absent or not a list of counts."""
+    value = next((meta[key] for key in HISTOGRAM_KEYS if key in meta), None)
+    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        return ()
+    return tuple(value)
 
 
 async def server_info(base_url: str) -> tuple[dict[str, Any] | None, str | None]:

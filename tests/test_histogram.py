@@ -1,0 +1,47 @@
+"""The correct-drafts histogram of 0.5.23's meta_info: read per request, summed per run, stored, shown."""
+
+from __future__ import annotations
+
+import json
+
+from test_import import orch
+
+from orchestrator import collect, workload
+from orchestrator.store import Run, Store
+
+
+def _request(histogram=()) -> workload.RequestResult:
+    return workload.RequestResult(prompt_tokens=5, completion_tokens=10, spec_verify_ct=4, spec_accept_length=2.5,
+                                  latency=0.1, correct_drafts_histogram=tuple(histogram))
+
+
+def test_a_requests_histogram_is_read_from_either_releases_key():
+    assert workload._histogram({"spec_correct_drafts_histogram": [3, 0, 1, 6]}) == (3, 0, 1, 6)  # 0.5.23
+    assert workload._histogram({"spec_accept_histogram": [2, 2]}) == (2, 2)  # 0.5.9
+    assert workload._histogram({"spec_verify_ct": 4}) == ()  # 0.4.10: none
+    assert workload._histogram({"spec_correct_drafts_histogram": [1, "2"]}) == ()
+    assert workload._histogram({"spec_correct_drafts_histogram": [True, 1]}) == ()
+
+
+def test_the_workloads_histogram_is_the_requests_added_bin_by_bin():
+    result = workload.WorkloadResult((_request([3, 0, 1, 6]), _request([1, 2]), _request()), 1.0)
+    assert result.correct_drafts_histogram == [4, 2, 1, 6]
+    assert workload.WorkloadResult((_request(), _request()), 1.0).correct_drafts_histogram is None
+
+
+def test_the_histogram_is_stored_with_the_run_and_shown(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'orch.db'}")
+    run = Run(uid="r1-x", experiment="e", variant="v", host="h")
+    store.add(run)
+    collect.store_histogram(store, run, workload.WorkloadResult((_request([1, 0, 1, 8]), _request([0, 1, 1])), 1.0))
+    other = Run(uid="r2-x", experiment="e", variant="w", host="h")
+    store.add(other)
+    collect.store_histogram(store, other, workload.WorkloadResult((_request(),), 1.0))
+    record = json.loads(orch(tmp_path, "show", "r1", "--json").stdout)
+    assert record["histograms"]["correct_drafts_histogram"]["counts"] == [1, 1, 2, 8]
+    assert record["histograms"]["correct_drafts_histogram"]["source"] == "meta_info"
+    shown = orch(tmp_path, "show", "r1").stdout
+    assert "correct_drafts_histogram" in shown and "0: 1 (8.3%)" in shown and "3: 8 (66.7%)" in shown
+    assert "12 verify steps; mean 2.42 draft tokens accepted per step, accept length 3.42" in shown
+    assert json.loads(orch(tmp_path, "show", "r2", "--json").stdout)["histograms"] == {}
+    assert "correct_drafts_histogram" not in orch(tmp_path, "show", "r2").stdout
