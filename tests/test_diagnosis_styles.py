@@ -80,7 +80,7 @@ def test_a_patched_module_that_no_longer_imports_is_the_diagnosis(patched):
 def test_a_skipped_module_is_named_in_another_failure():
     found = diagnose((FIXTURES / "patched_module_import.log").read_text())
     assert found.kind == "scheduler-exception"
-    assert "SGLang also skipped model modules it could not import: sglang.srt.models.glm4v_moe" in found.summary
+    assert "SGLang also skipped modules it could not import: sglang.srt.models.glm4v_moe" in found.summary
     assert "sglang.srt.models.kimi_k25 (unexpected indent (kimi_k25.py, line 612))" in found.summary
     assert found.evidence[0].startswith("ValueError: Model architectures ['KimiK25ForConditionalGeneration']")
 

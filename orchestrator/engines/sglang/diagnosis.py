@@ -100,7 +100,7 @@ def _name_skipped(found: Diagnosis | None, lines: list[str], patched: tuple[str,
         return found
     names = "; ".join(f"{s.module} ({s.error[:120]})" for s in skipped[:NAMED_SKIPPED])
     more = f" and {len(skipped) - NAMED_SKIPPED} more" if len(skipped) > NAMED_SKIPPED else ""
-    return replace(found, summary=f"{found.summary} SGLang also skipped model modules it could not import: "
+    return replace(found, summary=f"{found.summary} SGLang also skipped modules it could not import: "
                    f"{names}{more}.", evidence=tuple(dict.fromkeys([*found.evidence, *(s.line for s in skipped[:NAMED_SKIPPED])])))
 
 

@@ -2,8 +2,8 @@
 
 At startup SGLang imports every module under `sglang.srt.models` and turns an import error into a
 warning (0.5.9 `srt/models/registry.py:107`: `Ignore import error when loading {name}: {e}`; 0.4.10
-writes `{name}. {e}`), so a model file a patch broke surfaces only later, as an architecture the
-server does not support. Harmless ones are common (a module needing a package this host lacks), so
+writes `{name}. {e}`; the multimodal processors are loaded the same way), so a model file a patch
+broke surfaces only later, as an architecture the server does not support. Harmless ones are common (a module needing a package this host lacks), so
 a skipped module is named inside another failure's diagnosis, and is the diagnosis itself when a
 patch of the run touched its file.
 """
