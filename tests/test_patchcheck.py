@@ -124,3 +124,14 @@ def test_stacked_patches_blame_the_one_the_file_stops_compiling_from(tmp_path):
     assert early.patch is first
     assert asyncio.run(blame([broken, fine])) == []  # the second patch mended it: the run's file compiles
     assert not list(tmp_path.iterdir())  # compiled in memory: nothing written
+
+
+def test_check_reports_a_patch_that_does_not_apply(sglang_python, tmp_path):
+    python = sglang_python(VERSIONS[0])
+    spec = project(tmp_path, python, BLOCK_SCALAR)
+    spec.write_text(spec.read_text().replace(f'find: "{ANCHOR}"', 'find: "no such anchor"'))
+    checked = orch(tmp_path, "check", str(spec), "--json")
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    [finding] = [f for g in json.loads(checked.stdout) for f in g["findings"]]
+    assert finding["code"] == "patch-does-not-apply" and finding["severity"] == "error"
+    assert "patch 'debug'" in finding["what"] and "occurs 0 times" in finding["what"]
