@@ -360,6 +360,35 @@ def files_defining_class(folder: str, name: str) -> str:
     return f"grep -l -E -- {quote(pattern)} {path(folder)}/*.py 2>/dev/null; true"
 
 
+_ENTRY_CLASS_AWK = (  # every line of each top-level `EntryClass = ...` statement, brackets followed
+    'FNR == 1 { on = 0 } /^EntryClass[ \\t]*=/ { on = 1; depth = 0 } '
+    'on { print "E\\t" FILENAME "\\t" FNR "\\t" $0; o = $0; depth += gsub(/[[(]/, "", o); '
+    'o = $0; depth -= gsub(/[])]/, "", o); if (depth <= 0) on = 0 }'
+)
+
+
+def eagle3_survey(srt: str) -> str:
+    """What the EAGLE-3 preflight reads first from an installed SGLang's `srt` folder, one fact a line:
+    `X<TAB>model_executor/<file>.py` for each model-runner file naming `is_eagle3(` or
+    `set_eagle3_layers_to_capture`, then `E<TAB><file>.py<TAB><line>TAB<text>` for the lines of each
+    `EntryClass = ...` statement in `models/*.py` (the architectures SGLang registers)."""
+    runner = quote(r"is_eagle3\(|set_eagle3_layers_to_capture")
+    return (f"cd {path(srt)} || exit 1; grep -rlE --include='*.py' -- {runner} model_executor 2>/dev/null"
+            f" | awk '{{print \"X\\t\" $0}}'; cd models && awk {quote(_ENTRY_CLASS_AWK)} *.py; true")
+
+
+def cat_files(paths: list[str]) -> str:
+    """Each file as `<byte count>\\n<bytes>`, in order; `-1\\n` for one that is not a file."""
+    files = " ".join(path(p) for p in paths)
+    return f'for f in {files}; do if [ -f "$f" ]; then wc -c < "$f"; cat -- "$f"; else echo -1; fi; done'
+
+
+def file_quoting(folder: str, name: str) -> str:
+    """The first `*.py` file under `folder` holding `name` in quotes (a name its code looks for)."""
+    pattern = f"[\"']{re.escape(name)}[\"']"
+    return f"grep -rlE --include='*.py' -- {quote(pattern)} {path(folder)} 2>/dev/null | head -n 1; true"
+
+
 def tree_listing(folder: str, skip: tuple[str, ...] = ()) -> str:
     """`size mtime relative-path` NUL-separated for every file under `folder` (nothing when missing),
     leaving out names matching the `skip` globs."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import os
 import re
@@ -12,6 +13,7 @@ from typing import Any
 import yaml
 
 from . import yamlfile
+from .engines.sglang.preflight import CODES as PREFLIGHT_CODES
 from .errors import SpecError
 from .yamlfile import Located
 
@@ -52,6 +54,7 @@ class Variant:
     env: dict[str, str] = field(default_factory=dict)
     patches: tuple[str, ...] = ()
     expect: dict[str, str] = field(default_factory=dict)
+    allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for this variant
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class Spec:
     raw: dict[str, Any]
     checkpoints: tuple["CheckpointDef", ...] = ()
     preflight: bool = True  # the checkpoint checks before each run; `orch run --no-preflight` turns them off
+    allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for every run
     allow_busy_gpus: bool = False  # `orch run --allow-busy-gpus`: GPUs held by others warn instead of stopping the run
 
 
@@ -99,11 +103,12 @@ class RunPlan:
     expect: dict[str, str]
     repeat: int
     hosts: tuple[str, ...]
+    allow: tuple[str, ...] = ()  # preflight error codes that are reported and stored but do not stop the run
 
 
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
-    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints",
+    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight",
 }
 
 
@@ -138,6 +143,7 @@ def load(path: Path) -> Spec:
         ready_timeout=float(_positive_number(data, "ready_timeout", 600)),
         raw=_plain(data),
         checkpoints=_checkpoints(data, path),
+        allow=_allow(data),
     )
 
 
@@ -167,6 +173,7 @@ def expand(spec: Spec, overrides: list[str] = (), variants: tuple[str, ...] = ()
                         expect=variant.expect,
                         repeat=repeat,
                         hosts=spec.hosts,
+                        allow=tuple(dict.fromkeys(spec.allow + variant.allow)),
                     )
                 )
     return plans
@@ -293,7 +300,7 @@ def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...
         where = mapping.where(name)
         body = body if body is not None else Located(source=data.source, line=mapping.line_of(name))
         yamlfile.require_mapping(body, where, f"variant '{name}'")
-        yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect"}, f"variant '{name}'")
+        yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect", "preflight"}, f"variant '{name}'")
         names = _names(body, "patches")
         for patch in names:
             if patch not in patches:
@@ -303,9 +310,26 @@ def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...
         for metric, rule in expect.items():
             parse_expectation(rule, body.where("expect"))
         variants.append(
-            Variant(name, str(body.get("description", "")), dict(_mapping(body, "params")), _env(body, "env"), names, expect)
+            Variant(name, str(body.get("description", "")), dict(_mapping(body, "params")), _env(body, "env"), names, expect,
+                    _allow(body))
         )
     return tuple(variants)
+
+
+def _allow(data: Located) -> tuple[str, ...]:
+    """`preflight: {allow: [code, ...]}`: preflight errors the experiment acknowledges; they are still
+    reported and stored, but do not stop the run."""
+    body = _mapping(data, "preflight")
+    yamlfile.check_keys(body, {"allow"}, "`preflight`")
+    codes, where = body.get("allow", []), body.where("allow")
+    if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+        raise SpecError(f"{where}: `preflight.allow` must be a list of finding codes, e.g. [algorithm-not-eagle3]")
+    for code in codes:
+        if code not in PREFLIGHT_CODES:
+            close = difflib.get_close_matches(code, PREFLIGHT_CODES, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known codes: {', '.join(PREFLIGHT_CODES)}"
+            raise SpecError(f"{where}: unknown preflight code {code!r} in `preflight.allow`; {hint}")
+    return tuple(codes)
 
 
 EXPECTATION = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(-?[0-9.]+)\s*$")

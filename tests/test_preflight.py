@@ -12,13 +12,21 @@ import pytest
 
 from conftest import ROOT
 from orchestrator import checkpoint
-from orchestrator.engines.sglang import preflight, safetensors
-from orchestrator.engines.sglang.preflight import ERROR, INFO, LAYERS, MIDLAYER, WARNING, Capture, Facts
+from orchestrator import spec as specs
+from orchestrator.engines.sglang import preflight, safetensors, source
+from orchestrator.engines.sglang.preflight import ERROR, INFO, LAYERS, MIDLAYER, WARNING, Capture, Facts, Finding
+from orchestrator.engines.sglang.source import Ask, Gate, HostSource
 from orchestrator.errors import SpecError
 from orchestrator.spec import CheckpointDef
 from wheels import package_dir
 
 HIDDEN, VOCAB, DRAFT_VOCAB = 8, 64, 16
+HOST = HostSource(  # what the real 0.5.9 source says (test_preflight_source.py reads it from the wheel)
+    Gate("srt/model_executor/model_runner.py:345", honours_use_aux=True),
+    Ask("srt/model_executor/cuda_graph_runner.py:365", "AttributeError", None),
+    {"LlamaForCausalLMEagle3": "srt/models/llama_eagle3.py", "LlamaForCausalLM": "srt/models/llama.py",
+     "KimiK25ForConditionalGeneration": "srt/models/kimi_k25.py"},
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +61,16 @@ def facts(tensors: dict[str, np.ndarray] | None = None, layout: str = MIDLAYER, 
                       "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB, "max_position_embeddings": 4096},
         draft_tensors=infos, d2t=tensors.get("d2t"), t2d=tensors.get("t2d"),
         capture=Capture("LlamaForCausalLM", "srt/models/llama.py", True),
-        params={"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}, env={},
+        params={"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": 4},
+        env={}, source=HOST,
     )
     values.update(changes)
     return Facts(**values)
+
+
+def aux_off() -> dict:
+    return {**facts().draft_config, "eagle_config": {"use_aux_hidden_state": False}}
 
 
 def codes(found) -> dict[str, str]:
@@ -80,12 +94,29 @@ def test_a_healthy_draft_has_no_findings():
     ("t2d disagreeing", lambda: facts(t2d=np.roll(draft_tensors()["t2d"], 1)), {"t2d-inconsistent": WARNING}),
     ("short draft context", lambda: facts(draft_config={**facts().draft_config, "max_position_embeddings": 2048}),
      {"draft-context": ERROR}),
-    ("draft tokens rewritten", lambda: facts(params={"speculative_num_steps": 3, "speculative_eagle_topk": 1,
-                                                     "speculative_num_draft_tokens": 8}), {"draft-tokens-adjusted": WARNING}),
+    ("draft tokens rewritten", lambda: facts(params={**facts().params, "speculative_num_draft_tokens": 8}),
+     {"draft-tokens-adjusted": WARNING}),
     ("no aux capture", lambda: facts(capture=Capture("KimiK25ForConditionalGeneration", "srt/models/kimi_k25.py", False)),
-     {"aux-capture-missing": WARNING}),
+     {"aux-capture-missing": ERROR}),
     ("aux capture added by a patch", lambda: facts(capture=Capture("K", "srt/models/k.py", False, ("fix",))),
      {"aux-capture-patched": INFO}),
+    ("EAGLE with an EAGLE-3 draft", lambda: facts(params={**facts().params, "speculative_algorithm": "EAGLE"}),
+     {"algorithm-not-eagle3": ERROR}),
+    ("NEXTN runs as EAGLE", lambda: facts(params={**facts().params, "speculative_algorithm": "NEXTN"}),
+     {"algorithm-not-eagle3": ERROR}),
+    ("capture turned off by the draft config", lambda: facts(draft_config=aux_off()), {"aux-capture-disabled": ERROR}),
+    ("a host that ignores use_aux_hidden_state", lambda: facts(
+        draft_config=aux_off(), source=HostSource(Gate("m.py:1", honours_use_aux=False), HOST.ask, HOST.registry)), {}),
+    ("EAGLE on a host that does not gate capture on EAGLE3", lambda: facts(
+        params={**facts().params, "speculative_algorithm": "EAGLE"}, source=HostSource(None, HOST.ask, HOST.registry)), {}),
+    ("EAGLE leaves the target's method alone", lambda: facts(
+        params={**facts().params, "speculative_algorithm": "EAGLE"},
+        capture=Capture("KimiK25ForConditionalGeneration", "srt/models/kimi_k25.py", False)), {"algorithm-not-eagle3": ERROR}),
+    ("an unregistered draft", lambda: facts(draft_config={**facts().draft_config, "architectures": ["GptOssForCausalLMEagle3"]}),
+     {"draft-arch-unknown": ERROR}),
+    ("weights that could not be read", lambda: facts({}, weights_unread="/d/pytorch_model.bin: the legacy format"),
+     {"draft-weights-unchecked": WARNING}),
+    ("no weight files", lambda: facts({}, weight_files=0, d2t=None, t2d=None), {"draft-weights-missing": ERROR}),
 ])
 def test_each_failure_mode_is_reported(case, make, expected):
     assert codes(preflight.check(make())) == expected, case
@@ -164,16 +195,58 @@ def test_layout_is_read_from_the_real_sglang_source(sglang_python, rehearsal):
     new = package_dir(sglang_python("0.5.23"))
     assert preflight.draft_layout((old / "srt/models/llama_eagle3.py").read_text(), "0.4.10.post2") == MIDLAYER
     assert preflight.draft_layout((new / "srt/models/llama_eagle3.py").read_text(), "0.5.23") == LAYERS
-    sim = (ROOT / "orchestrator/sim/sglang/srt/models/llama_eagle3.py").read_text()
-    assert preflight.draft_layout(sim, "0.5.23") == MIDLAYER  # the rehearsal's documented layout
+    assert preflight.draft_layout("self.midlayer = LlamaDecoderLayer(config)", "0.5.23") == MIDLAYER  # source wins
     assert preflight.draft_layout(None, "0.5.12.post1") == LAYERS and preflight.draft_layout(None, "0.5.11") == MIDLAYER
 
 
-def test_aux_capture_scan_on_the_real_model_files(sglang_python):
+def test_class_facts_on_the_real_model_files(sglang_python):
     new = package_dir(sglang_python("0.5.23"))
     old = package_dir(sglang_python("0.4.10.post2"))
-    assert preflight.class_facts((new / "srt/models/kimi_k25.py").read_text(), "KimiK25ForConditionalGeneration")[:2] == (True, True)
-    assert preflight.class_facts((new / "srt/models/llama.py").read_text(), "LlamaForCausalLM")[:2] == (True, True)
-    found, has, bases = preflight.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV3ForCausalLM")
-    assert found and not has and bases == ("DeepseekV2ForCausalLM",)
-    assert preflight.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV2ForCausalLM")[:2] == (True, False)
+    kimi = source.class_facts((new / "srt/models/kimi_k25.py").read_text(), "KimiK25ForConditionalGeneration", "k.py")
+    assert kimi.defines and kimi.delegate == "language_model" and kimi.inner == "DeepseekV3ForCausalLM"
+    assert kimi.refusal == "AttributeError: language_model does not support EAGLE3 speculative decoding."
+    llama = source.class_facts((new / "srt/models/llama.py").read_text(), "LlamaForCausalLM", "l.py")
+    assert llama.defines and llama.delegate is None
+    v3 = source.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV3ForCausalLM", "d.py")
+    assert not v3.defines and v3.bases == ("DeepseekV2ForCausalLM",)
+    assert not source.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV2ForCausalLM", "d.py").defines
+    assert source.class_facts("class A:\n    pass\n", "B", "x.py") is None
+
+
+def test_allowed_errors_are_marked_and_do_not_block():
+    found = [Finding(ERROR, "algorithm-not-eagle3", "w", "y", "f"), Finding(ERROR, "fc-width", "w", "y", "f"),
+             Finding(WARNING, "draft-keys-unknown", "w", "y", "f")]
+    marked = preflight.acknowledged(found, ("algorithm-not-eagle3", "draft-keys-unknown"))
+    assert [f.allowed for f in marked] == [True, False, False]  # only errors are ever marked
+    assert [f.code for f in preflight.blocking(marked, ("algorithm-not-eagle3",))] == ["fc-width"]
+    assert preflight.blocking(found, ("algorithm-not-eagle3", "fc-width")) == []
+    assert [f.code for f in preflight.blocking(found)] == ["algorithm-not-eagle3", "fc-width"]
+    assert marked[0].as_json()["allowed"] is True and marked[0].severity == ERROR  # the severity stays
+
+
+def write_spec(tmp_path: Path, top: str, variant: str) -> Path:
+    path = tmp_path / "e.yaml"
+    path.write_text(f"name: e\ntemplate: {ROOT / 'templates' / 'sglang_launch.sh.j2'}\n{top}"
+                    f"variants:\n  story:\n{variant}    params: {{port: 1}}\n  fixed:\n    params: {{port: 2}}\n")
+    return path
+
+
+def test_preflight_allow_comes_from_the_experiment_and_its_variants(tmp_path):
+    path = write_spec(tmp_path, "preflight: {allow: [draft-context]}\n",
+                      "    preflight:\n      allow: [algorithm-not-eagle3, draft-context]\n")
+    plans = {p.variant: p for p in specs.expand(specs.load(path))}
+    assert plans["story"].allow == ("draft-context", "algorithm-not-eagle3")
+    assert plans["fixed"].allow == ("draft-context",)
+    assert {p.variant: p.allow for p in specs.expand(specs.load(write_spec(tmp_path, "", "")))} == {"story": (), "fixed": ()}
+
+
+@pytest.mark.parametrize("top, variant, message", [
+    ("", "    preflight: {allow: [algorithm-not-eagle]}\n",
+     r"e\.yaml:5: unknown preflight code 'algorithm-not-eagle' in `preflight.allow`; did you mean algorithm-not-eagle3\?"),
+    ("preflight: {allow: algorithm-not-eagle3}\n", "", r"e\.yaml:3: `preflight.allow` must be a list of finding codes"),
+    ("preflight: {skip: [fc-width]}\n", "", r"e\.yaml:3: unknown key 'skip' in `preflight`; known: allow"),
+    ("preflight: {allow: [nonsense]}\n", "", r"unknown preflight code 'nonsense' .*; known codes: algorithm-not-eagle3, "),
+])
+def test_a_bad_allow_is_a_spec_error_naming_the_line(tmp_path, top, variant, message):
+    with pytest.raises(SpecError, match=message):
+        specs.load(write_spec(tmp_path, top, variant))
