@@ -50,14 +50,15 @@ async def host_source(conn: Any, sglang: str, target_archs: list[str],
     executor, snippets = source.survey(survey.out)
     registry = source.registry(snippets)
     target = next((a for a in target_archs if a in registry), target_archs[0] if target_archs else None)
-    wanted = [*executor, LLAMA_EAGLE3, *([registry[target]] if target in registry else [])]
+    wanted = [*executor, LLAMA_EAGLE3, *source.CONTEXT_FILES, *([registry[target]] if target in registry else [])]
     sources = await read_files(conn, sglang, list(dict.fromkeys(wanted)))
     quoted = {}
     if registry and draft_archs and not any(a in registry for a in draft_archs) and draft_archs[0].isidentifier():
         named = (await conn.run(shell.file_quoting(f"{sglang}/srt", draft_archs[0]), idempotent=True)).out.strip()
         if named:
             quoted[draft_archs[0]] = named[len(sglang) + 1 :] if named.startswith(sglang + "/") else named
-    return HostSource(source.gate(sources), source.ask(sources), registry, quoted), sources, target
+    facts = HostSource(source.gate(sources), source.ask(sources), registry, quoted, source.longer_context(sources))
+    return facts, sources, target
 
 
 async def capture(conn: Any, sglang: str, registry: dict[str, str], sources: dict[str, str | None], arch: str,

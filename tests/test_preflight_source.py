@@ -132,6 +132,14 @@ def test_each_release_says_where_capture_is_gated_and_how_it_asks_the_target(sgl
     assert not {"Eagle3Speculator", "GptOssForCausalLMEagle3"} & set(facts.registry)  # no release registers these
     assert facts.quoted == {}  # nor names the speculators class anywhere in srt/
     assert preflight_source.LLAMA_EAGLE3 in sources and facts.registry["LlamaForCausalLM"] == "srt/models/llama.py"
+    assert facts.longer_context is (version == "0.4.10.post2")  # 0.4 let a draft's shorter context be overridden
+
+
+@pytest.mark.parametrize("version, fires", [("0.4.10.post2", False), ("0.5.9", True), ("0.5.23", True)])
+def test_a_draft_shorter_than_its_target_stops_the_releases_that_refuse_it(sglang_python, tmp_path, version, fires):
+    found = preflight(sglang_python(version), tmp_path / "bare", LLAMA_TARGET, LLAMA_DRAFT, env={})
+    assert list(found) == (["draft-context"] if fires else [])  # SpecForge's 2048 against Llama-3.1's 131072
+    assert preflight(sglang_python(version), tmp_path / "set", LLAMA_TARGET, LLAMA_DRAFT) == {}
 
 
 # -- the algorithm --------------------------------------------------------------------------------

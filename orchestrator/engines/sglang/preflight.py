@@ -177,19 +177,21 @@ def _fc(facts: Facts) -> list[Finding]:
 
 
 def _context(facts: Facts) -> list[Finding]:
-    parsed = version_tuple(facts.sglang_version)
-    if parsed is not None and parsed < (0, 5, 0):
-        return []  # 0.4.x allowed the override by default
+    default = facts.source.longer_context if facts.source else None
+    if default is None:  # the source did not say: 0.4.x allowed the override unless told not to
+        parsed = version_tuple(facts.sglang_version)
+        default = parsed is not None and parsed < (0, 5, 0)
     draft_len = facts.draft_config.get("max_position_embeddings")
     target_len = facts.params.get("context_length") or config_value(facts.target_config, "max_position_embeddings")
-    allowed = str(facts.env.get(CONTEXT_ENV, "")).strip().lower() in TRUE_VALUES
+    told = str(facts.env.get(CONTEXT_ENV, "")).strip().lower()
+    allowed = told in TRUE_VALUES if told else default
     if not draft_len or not target_len or int(draft_len) >= int(target_len) or allowed:
         return []
     return [Finding(ERROR, "draft-context",
                     f"draft max_position_embeddings {draft_len} is below the target's context length {target_len} "
                     f"and the launch env does not set {CONTEXT_ENV}=1",
-                    "SGLang 0.5.x raises `ValueError: ... set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1` "
-                    "while loading the draft and the server dies",
+                    f"SGLang {facts.sglang_version or '?'} raises `ValueError: ... set the env var "
+                    f"{CONTEXT_ENV}=1` while loading the draft and the server dies",
                     f"add `{CONTEXT_ENV}: \"1\"` to the experiment's env (or --set env.{CONTEXT_ENV}=1)")]
 
 

@@ -57,6 +57,7 @@ class HostSource:
     ask: Ask | None
     registry: dict[str, str]  # architecture -> file registering it
     quoted: dict[str, str] = field(default_factory=dict)  # unregistered draft arch -> a file naming it
+    longer_context: bool | None = None  # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN's default; None: not found
 
     def eagle3_drafts(self) -> list[str]:
         """The EAGLE-3 draft classes this host registers (by SGLang's naming: ...Eagle3...)."""
@@ -199,6 +200,28 @@ def _text(node: ast.AST) -> str | None:
             parts.append("{cls}" if expr.endswith("__class__.__name__") or
                          (expr.startswith("type(") and expr.endswith(").__name__")) else "{" + expr + "}")
     return "".join(parts)
+
+
+CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+CONTEXT_FILES = ("srt/environ.py", "srt/configs/model_config.py")
+
+
+def longer_context(sources: dict[str, str | None]) -> bool | None:
+    """The default of SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: `NAME = EnvBool(False)` in
+    srt/environ.py (0.5.x), or `get_bool_env_var("NAME", default="True")` where it is read (0.4.x)."""
+    for path in CONTEXT_FILES:
+        tree = parse(sources.get(path))
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.Assign) and any(_named(t, CONTEXT_ENV) for t in node.targets) \
+                    and isinstance(node.value, ast.Call) and node.value.args \
+                    and isinstance(node.value.args[0], ast.Constant):
+                return bool(node.value.args[0].value)
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == CONTEXT_ENV:
+                default = next((k.value for k in node.keywords if k.arg == "default"), None)
+                if isinstance(default, ast.Constant):
+                    return str(default.value).strip().lower() in ("1", "true", "yes", "on")
+    return None
 
 
 # -- the model registry -------------------------------------------------------------------------
