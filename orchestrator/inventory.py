@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import yamlfile
+from . import sim, yamlfile
 from .errors import SpecError
 from .spec import ENV_NAME
 
@@ -36,7 +36,7 @@ class Host:
     gpus: int = 0
     env: dict[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
-    rehearsal: bool = False
+    rehearsal: str | None = None  # the emulated SGLang release on a rehearsal host
     vars: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -118,6 +118,7 @@ def _host(name: str, body: yamlfile.Located) -> Host:
     if not isinstance(tags, list):
         raise SpecError(f"{body.where('tags')}: host '{name}' tags must be a list")
     default_python = sys.executable if transport == "local" else "python3"
+    rehearsal = _rehearsal_release(name, body)
 
     def text(key: str) -> str | None:
         value = body.get(key)
@@ -139,6 +140,22 @@ def _host(name: str, body: yamlfile.Located) -> Host:
         gpus=gpus,
         env={str(k): str(v) for k, v in env.items()},
         tags=tuple(str(t) for t in tags),
-        rehearsal=bool(body.get("rehearsal", False)),
+        rehearsal=rehearsal,
         vars=dict(body.get("vars") or {}),
     )
+
+
+def _rehearsal_release(name: str, body: yamlfile.Located) -> str | None:
+    """`rehearsal: true` is the default release; `rehearsal: "0.5.23"` names one; false or absent: none."""
+    value = body.get("rehearsal", False)
+    if value is False or value is None:
+        return None
+    if value is True:
+        return sim.DEFAULT_RELEASE
+    known = sim.releases()
+    if str(value) not in known:
+        raise SpecError(
+            f"{body.where('rehearsal')}: host '{name}' rehearsal must be true, false or an emulated SGLang "
+            f"release: {', '.join(known)} (true means {sim.DEFAULT_RELEASE})"
+        )
+    return str(value)

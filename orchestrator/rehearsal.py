@@ -1,34 +1,35 @@
-"""Installs the rehearsal SGLang (`orchestrator/sim/`) and its demo checkpoints onto a host."""
+"""Installs the rehearsal SGLang (`orchestrator/sim/`, the host's release) and its demo checkpoints onto a host."""
 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from pathlib import Path
 
-from . import shell
+from . import shell, sim
 from .errors import HostError
 from .inventory import Host
 from .remote import Connection
 
-SIM_DIR = Path(__file__).parent / "sim"
 STAMP = ".orch-stamp"
 
 
-def stamp() -> str:
-    """A hash of the rehearsal's files: a host whose copy has another stamp gets a fresh copy."""
-    digest = hashlib.sha256()
-    for path in sorted(SIM_DIR.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            digest.update(str(path.relative_to(SIM_DIR)).encode())
-            digest.update(path.read_bytes())
+def stamp(release: str) -> str:
+    """A hash of the release's assembled files and the checkpoint maker: a host whose copy has
+    another stamp gets a fresh copy."""
+    digest = hashlib.sha256(release.encode())
+    for name, path in sorted(sim.files(release).items()):
+        digest.update(name.encode())
+        digest.update(path.read_bytes())
+    digest.update((sim.SIM_DIR / "make_checkpoints.py").read_bytes())
     return digest.hexdigest()[:16]
 
 
 async def install(conn: Connection, host: Host) -> str:
-    """Make sure the host's rehearsal folder holds this version; returns the folder."""
-    folder = host.rehearsal_dir
-    assert folder is not None
-    want = stamp()
+    """Make sure the host's rehearsal folder holds its release's tree; returns the folder."""
+    folder, release = host.rehearsal_dir, host.rehearsal
+    assert folder is not None and release is not None
+    want = stamp(release)
     try:
         have = (await conn.read_file(f"{folder}/{STAMP}")).decode().strip()
     except FileNotFoundError:
@@ -37,8 +38,9 @@ async def install(conn: Connection, host: Host) -> str:
         return folder
     await conn.run(shell.remove_tree(f"{folder}/sglang"))
     await conn.run(shell.mkdir(folder))
-    await conn.put_tree(SIM_DIR / "sglang", f"{folder}/sglang")
-    await conn.write_file(f"{folder}/make_checkpoints.py", (SIM_DIR / "make_checkpoints.py").read_bytes())
+    with tempfile.TemporaryDirectory(prefix="orch-rehearsal-") as staging:
+        await conn.put_tree(sim.assemble(release, Path(staging)), f"{folder}/sglang")
+    await conn.write_file(f"{folder}/make_checkpoints.py", (sim.SIM_DIR / "make_checkpoints.py").read_bytes())
     made = await conn.run(
         shell.run_python(host.python, f"{folder}/make_checkpoints.py", f"{folder}/checkpoints"), timeout=300
     )

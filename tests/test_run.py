@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
+from orchestrator import sim
 
 ORCH = [sys.executable, "-m", "orchestrator.cli"]
 
@@ -43,31 +44,36 @@ def sglang_tree(project: Path) -> Path:
     return project / "host" / "rehearsal" / "sglang"
 
 
-def test_demo_experiment_reproduces_the_story(project, demo):
+def shipped(tmp_path: Path) -> dict[str, str]:
+    """The rehearsal tree of the host's release (the default one) as orch assembles it."""
+    return snapshot(sim.assemble(sim.DEFAULT_RELEASE, tmp_path / "shipped"))
+
+
+def test_demo_experiment_reproduces_the_story(project, demo, tmp_path):
     done = orch(project, "run", str(demo), "--set", f"port={free_port()}")
     assert done.returncode == 0, done.stdout + done.stderr
     listing = json.loads(orch(project, "ls", "--json").stdout)
-    assert [(r["variant"], r["status"]) for r in listing] == [("baseline", "succeeded"), ("aux-fix", "succeeded")]
-    baseline = json.loads(orch(project, "show", str(listing[0]["id"]), "--json").stdout)
+    assert [(r["variant"], r["status"]) for r in listing] == [("story", "succeeded"), ("fixed", "succeeded")]
+    story = json.loads(orch(project, "show", str(listing[0]["id"]), "--json").stdout)
     fixed = json.loads(orch(project, "show", str(listing[1]["id"]), "--json").stdout)
-    assert baseline["metrics"]["accept_len"] < 1.2 and "draft-rejected" in baseline["flags"]
+    assert story["metrics"]["accept_len"] < 1.2 and "draft-rejected" in story["flags"]
     assert fixed["metrics"]["accept_len"] > 2.0 and fixed["flags"] == []
     width = lambda rec: {d["fields"]["shape"] for d in rec["debug_lines"]}
-    hidden = baseline["params"]  # the shape strings carry the width: 1x in baseline, 3x after the fix
-    (b_shape,), (f_shape,) = width(baseline), width(fixed)
-    b_width = int(b_shape.rstrip("])").split(",")[-1])
+    (s_shape,), (f_shape,) = width(story), width(fixed)
+    s_width = int(s_shape.rstrip("])").split(",")[-1])
     f_width = int(f_shape.rstrip("])").split(",")[-1])
-    assert f_width == 3 * b_width, (b_shape, f_shape, hidden)
-    assert all(p["state"] == "reverted" for p in baseline["patches"] + fixed["patches"])
+    assert f_width == 3 * s_width, (s_shape, f_shape)  # one layer with EAGLE, three with EAGLE3
+    assert all(p["state"] == "reverted" for p in story["patches"] + fixed["patches"])
     # The installed rehearsal SGLang is byte-identical to the shipped one after both runs.
-    shipped = snapshot(ROOT / "orchestrator" / "sim" / "sglang")
-    assert snapshot(sglang_tree(project)) == shipped
+    assert snapshot(sglang_tree(project)) == shipped(tmp_path)
     diff = json.loads(orch(project, "diff", "--json").stdout)
+    assert diff["params"]["speculative_algorithm"] == {"a": "EAGLE", "b": "EAGLE3"}
+    assert "kimi-aux-capture" in json.dumps(diff["patches"])
     assert diff["metrics"]["accept_len"]["delta"] > 0.9
     shape_rows = [k for k in diff["debug_lines"] if k.endswith("shape")]
     assert shape_rows, diff["debug_lines"]
     text = orch(project, "diff").stdout
-    assert "accept_len" in text and b_shape in text and f_shape in text
+    assert "accept_len" in text and s_shape in text and f_shape in text and "EAGLE3" in text
 
 
 def test_bad_anchor_exits_2_and_changes_nothing_on_the_host(project, demo):
@@ -77,7 +83,7 @@ def test_bad_anchor_exits_2_and_changes_nothing_on_the_host(project, demo):
     assert "no such anchor line" in text
     demo.write_text(text)
     port = free_port()
-    orch(project, "run", str(demo), "--variant", "baseline", "--dry-run", "--set", "port=1")  # installs rehearsal
+    orch(project, "run", str(demo), "--variant", "story", "--dry-run", "--set", "port=1")  # installs rehearsal
     before = snapshot(project / "host")
     done = orch(project, "run", str(demo), "--set", f"port={port}")
     assert done.returncode == 2, done.stdout + done.stderr
@@ -94,8 +100,8 @@ def test_spec_error_exits_2_before_touching_any_host(project, demo):
     assert not (project / "host").exists()
 
 
-def test_server_crash_is_diagnosed_and_patches_reverted(project, demo):
-    done = orch(project, "run", str(demo), "--variant", "baseline", "--set", f"port={free_port()}",
+def test_server_crash_is_diagnosed_and_patches_reverted(project, demo, tmp_path):
+    done = orch(project, "run", str(demo), "--variant", "story", "--set", f"port={free_port()}",
                 "--set", "env.ORCH_REHEARSAL_FAIL=oom", "--set", "disable_cuda_graph=false")  # OOM in graph capture
     assert done.returncode == 1, done.stdout + done.stderr
     [run] = json.loads(orch(project, "ls", "--json").stdout)
@@ -104,13 +110,13 @@ def test_server_crash_is_diagnosed_and_patches_reverted(project, demo):
     assert "exited before it was ready" in record["error"]
     assert record["diagnosis"]["kind"] == "cuda-oom"
     assert all(p["state"] == "reverted" for p in record["patches"])
-    assert snapshot(sglang_tree(project)) == snapshot(ROOT / "orchestrator" / "sim" / "sglang")
+    assert snapshot(sglang_tree(project)) == shipped(tmp_path)
     assert "Scheduler hit an exception" in orch(project, "logs", str(run["id"])).stdout
 
 
 def test_secrets_never_reach_the_database(project, demo):
     secret = "hf_s3cr3t_value_123"
-    done = orch(project, "run", str(demo), "--variant", "baseline", "--set", f"port={free_port()}",
+    done = orch(project, "run", str(demo), "--variant", "story", "--set", f"port={free_port()}",
                 "--set", f"env.HF_TOKEN={secret}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert secret.encode() not in (project / "orch.db").read_bytes()
@@ -121,11 +127,11 @@ def test_secrets_never_reach_the_database(project, demo):
     assert record["env"]["HF_TOKEN"] == "<secret:HF_TOKEN>" and secret not in record["command"]
 
 
-def test_interrupt_reverts_patches_and_marks_the_run(project, demo):
+def test_interrupt_reverts_patches_and_marks_the_run(project, demo, tmp_path):
     env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
            "PYTHONPATH": str(ROOT)}
     demo.write_text(demo.read_text().replace("requests: 16", "requests: 400"))
-    proc = subprocess.Popen([*ORCH, "run", str(demo), "--variant", "baseline", "--set", f"port={free_port()}"],
+    proc = subprocess.Popen([*ORCH, "run", str(demo), "--variant", "story", "--set", f"port={free_port()}"],
                             cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     output = ""
@@ -141,4 +147,4 @@ def test_interrupt_reverts_patches_and_marks_the_run(project, demo):
     record = json.loads(orch(project, "show", "last", "--json").stdout)
     assert record["status"] == "interrupted"
     assert all(p["state"] == "reverted" for p in record["patches"])
-    assert snapshot(sglang_tree(project)) == snapshot(ROOT / "orchestrator" / "sim" / "sglang")
+    assert snapshot(sglang_tree(project)) == shipped(tmp_path)

@@ -1,6 +1,6 @@
-"""The demo experiment against the rehearsal SGLang speaking three releases (ORCH_REHEARSAL_LOG_STYLE):
-accept length from every source the release has, the server-info endpoint it answers on, and the
-`sglang serve` entrypoint; all through one real `orch run`."""
+"""The rehearsal release a host names in the inventory, and one real `orch run` per release: accept
+length from every source the release has, the server-info endpoint it answers on, its log lines
+and the `sglang serve` entrypoint where the release has one."""
 
 from __future__ import annotations
 
@@ -10,25 +10,49 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, free_port
+from orchestrator import inventory
+from orchestrator.errors import SpecError
 
-# style -> (server-info endpoint, decode lines carry "accept rate", entrypoint)
-STYLES = {"0.4.10": ("/get_server_info", False, "module"), "0.5.3": ("/get_server_info", True, "module"),
-          "0.5.23": ("/server_info", True, "serve")}
+# release -> (server-info endpoint, decode lines carry "accept rate", entrypoint, server_args form)
+RELEASES = {
+    "0.4.10": ("/get_server_info", False, "module", "server_args=ServerArgs("),
+    "0.5.9": ("/server_info", True, "serve", "server_args=ServerArgs("),
+    "0.5.23": ("/server_info", True, "serve", "server_args={'model_path': "),
+}
+SPEC = """\
+name: releases
+template: ../templates/sglang_launch.sh.j2
+params:
+  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
+  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
+  tp_size: 1
+  mem_fraction_static: 0.85
+  num_continuous_decode_steps: 1
+  disable_cuda_graph: true
+  speculative_algorithm: EAGLE3
+  speculative_num_steps: 3
+  speculative_eagle_topk: 1
+  speculative_num_draft_tokens: 4
+  port: 30000
+  extra_args: [--decode-log-interval, '10']
+env:
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
+workload: {requests: 4, max_new_tokens: 64, concurrency: 2}
+ready_timeout: 60
+"""
 
 
-def test_demo_under_each_log_style(project: Path):
-    demo = (ROOT / "experiments" / "eagle_debug.yaml").read_text()
-    head, _, _ = demo.partition("\nvariants:\n")
-    variants = "".join(
-        f"  style-{style.replace('.', '-')}:\n    patches: [debug-hidden-states, kimi-aux-capture]\n"
-        f"    params: {{entrypoint: {entrypoint}}}\n    env: {{ORCH_REHEARSAL_LOG_STYLE: \"{style}\"}}\n"
-        for style, (_, _, entrypoint) in STYLES.items())
-    text = (head.replace("  port: 30000\n", f"  port: {free_port()}\n  extra_args: [--decode-log-interval, '10']\n")
-            + "\nvariants:\n" + variants + "workload: {requests: 4, max_new_tokens: 64, concurrency: 2}\n"
-            + "ready_timeout: 60\n")
-    spec = project / "experiments" / "styles.yaml"
-    spec.write_text(text)
+def test_demo_target_on_each_release(project: Path):
+    hosts = "".join(
+        f"  r{release.replace('.', '')}:\n    transport: local\n    workdir: {project / release}\n"
+        f"    gpus: 8\n    rehearsal: \"{release}\"\n"
+        for release in RELEASES)
+    (project / "inventory.yaml").write_text("hosts:\n" + hosts)
+    spec = project / "experiments" / "releases.yaml"
+    spec.write_text(SPEC)
     env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
            "PYTHONPATH": str(ROOT), "ORCH_CACHE": str(project / "cache")}
 
@@ -36,20 +60,43 @@ def test_demo_under_each_log_style(project: Path):
         return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=env,
                               capture_output=True, text=True, timeout=240)
 
-    done = orch("run", str(spec))
-    assert done.returncode == 0, done.stdout + done.stderr
-    for run, (style, (endpoint, has_rate, entrypoint)) in zip(json.loads(orch("ls", "--json").stdout), STYLES.items()):
+    for release, (_, _, entrypoint, _) in RELEASES.items():
+        done = orch("run", str(spec), "--hosts", f"r{release.replace('.', '')}", "--set", f"port={free_port()}",
+                    "--set", f"entrypoint={entrypoint}")
+        assert done.returncode == 0, done.stdout + done.stderr
+    for run, (release, (endpoint, has_rate, entrypoint, server_args)) in zip(json.loads(orch("ls", "--json").stdout), RELEASES.items()):
         record = json.loads(orch("show", str(run["id"]), "--json").stdout)
         sources = {s["source"]: s["value"] for s in record["metric_sources"]["accept_len"]}
-        assert set(sources) == {"meta_info", f"server_info:{endpoint}", "decode_log"}, (style, sources)
-        assert all(value is not None and value > 2.0 for value in sources.values()), (style, sources)
+        assert set(sources) == {"meta_info", f"server_info:{endpoint}", "decode_log"}, (release, sources)
+        assert all(value is not None and value > 2.0 for value in sources.values()), (release, sources)
         assert record["metrics"]["accept_len"] == sources["meta_info"]
-        assert (record["metrics"]["accept_rate"] is not None) == has_rate, style
+        assert (record["metrics"]["accept_rate"] is not None) == has_rate, release
         decode = [s for s in record["series"] if s["kind"] == "decode"]
         assert decode and all(s["accept_len"] > 1.0 for s in decode)
         log = orch("logs", str(run["id"])).stdout
-        old = style != "0.5.23"
+        old = release == "0.4.10"
         assert ("Decode batch. #running-req" in log) == old and ("Decode batch, #running-req" in log) == (not old)
-        assert ('"GET /get_model_info HTTP/1.1" 200' in log) == old
-        assert ("is deprecated" in log) == (not old)  # --disable-cuda-graph, from 0.5.14 on
+        assert ('"GET /get_model_info HTTP/1.1" 200' in log) == old  # the warm-up's request
+        assert ("'--disable-cuda-graph' is deprecated" in log) == (release == "0.5.23")  # from 0.5.14 on
+        assert server_args in log
         assert ("sglang.cli.main serve" in record["command"]) == (entrypoint == "serve")
+
+
+def test_inventory_names_the_rehearsal_release(tmp_path: Path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text("hosts:\n  a: {transport: local, rehearsal: true}\n  b: {transport: local, rehearsal: \"0.5.23\"}\n"
+                    "  c: {transport: local, rehearsal: 0.4.10}\n  d: {transport: local}\n  e: {transport: local, rehearsal: false}\n")
+    hosts = inventory.load(path).hosts
+    assert [hosts[n].rehearsal for n in "abcde"] == ["0.5.9", "0.5.23", "0.4.10", None, None]
+    assert hosts["b"].rehearsal_dir == "~/.orch/rehearsal" and hosts["d"].rehearsal_dir is None
+
+
+def test_inventory_refuses_a_release_it_cannot_emulate(tmp_path: Path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text("hosts:\n  local:\n    transport: local\n    rehearsal: \"0.5.3\"\n")
+    with pytest.raises(SpecError) as caught:
+        inventory.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:4: host 'local' rehearsal must be true, false or an emulated SGLang release: ")
+    assert "0.4.10, 0.5.9, 0.5.23 (true means 0.5.9)" in message and "\n" not in message
+    assert caught.value.exit_code == 2

@@ -12,7 +12,9 @@ a healthy draft predicts the target's next tokens well but not perfectly. The te
 server and the checkpoints can never disagree about it.
 
 Layout written:
-    kimi-k25-target/config.json          KimiK25ForConditionalGeneration (no aux capture)
+    kimi-k25-target/config.json          KimiK25ForConditionalGeneration around a DeepSeek-V3 text model
+                                         (its aux capture depends on the release)
+    kimi-vl-target/config.json           KimiVLForConditionalGeneration (no aux capture in any release)
     llama-target/config.json             LlamaForCausalLM (aux capture)
     eagle3-draft/                        healthy draft: midlayer.* keys, offset d2t
     eagle3-draft-layers0/                same tensors with midlayer.* renamed layers.0.*
@@ -33,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sglang.srt.models.rehearsal_target import build_teacher  # noqa: E402
 
-FORMAT = 1
+FORMAT = 2  # 2: Kimi targets keep the text model's settings under text_config
 SEED = 20251030
 HIDDEN = 64
 INTERMEDIATE = 128
@@ -116,6 +118,20 @@ def target_config(arch: str, model_type: str) -> dict:
     }
 
 
+def multimodal_config(arch: str, model_type: str, text_model_type: str) -> dict:
+    """A vision-language target as Kimi publishes it: the text model's settings under `text_config`."""
+    text = target_config(arch, text_model_type)
+    del text["architectures"]  # the outer model's
+    return {
+        "architectures": [arch],
+        "model_type": model_type,
+        "text_config": text,
+        "vision_config": {"model_type": "moonvit", "hidden_size": HIDDEN, "patch_size": 14},
+        "media_placeholder_token_id": VOCAB - 1,
+        "tie_word_embeddings": False,
+    }
+
+
 def draft_config(aux_layer_ids: list[int]) -> dict:
     return {
         "architectures": ["LlamaForCausalLMEagle3"],
@@ -154,7 +170,10 @@ def make(outdir: Path) -> bool:
     capture = [i + 1 for i in aux_layer_ids]
     _, _, teacher = build_teacher(HIDDEN, INTERMEDIATE, TARGET_LAYERS, VOCAB, DRAFT_VOCAB, capture, SEED)
     draft = noisy_draft(teacher, SEED)
-    write_json(outdir / "kimi-k25-target" / "config.json", target_config("KimiK25ForConditionalGeneration", "kimi_k25"))
+    write_json(outdir / "kimi-k25-target" / "config.json",
+               multimodal_config("KimiK25ForConditionalGeneration", "kimi_k25", "deepseek_v3"))
+    write_json(outdir / "kimi-vl-target" / "config.json",
+               multimodal_config("KimiVLForConditionalGeneration", "kimi_vl", "deepseek_v2"))
     write_json(outdir / "llama-target" / "config.json", target_config("LlamaForCausalLM", "llama"))
     variants = {
         "eagle3-draft": draft,

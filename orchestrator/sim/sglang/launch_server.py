@@ -5,10 +5,10 @@ import warnings
 
 from sglang.srt.entrypoints.http_server import launch_server
 from sglang.srt.server_args import prepare_server_args
-from sglang.srt.utils import is_old_style
+from sglang.srt.utils import release_at_least
 
 if __name__ == "__main__":
-    if not is_old_style():  # 0.5.14+ recommends `sglang serve`
+    if release_at_least("0.5.14"):  # 0.5.14+ recommends `sglang serve`
         warnings.warn(
             "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.",
             UserWarning,

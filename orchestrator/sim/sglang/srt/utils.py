@@ -104,25 +104,20 @@ def kill_process_tree(include_parent: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-LOG_STYLES = ("0.4.10", "0.5.3", "0.5.23")
+def release() -> tuple[int, ...]:
+    """The emulated release as numbers, read from the installed version file (0.4.10.post2 -> (0, 4, 10))."""
+    from sglang.version import __version__
+
+    return tuple(int(part) for part in __version__.split(".")[:3])
 
 
-def log_style() -> str:
-    """ORCH_REHEARSAL_LOG_STYLE: which SGLang release's log lines, endpoints and meta_info to emulate."""
-    style = os.environ.get("ORCH_REHEARSAL_LOG_STYLE", "").strip() or LOG_STYLES[-1]
-    if style not in LOG_STYLES:
-        print(f"ORCH_REHEARSAL_LOG_STYLE={style!r} is not one of {', '.join(LOG_STYLES)}", file=sys.stderr, flush=True)
-        sys.exit(2)
-    return style
-
-
-def is_old_style() -> bool:
-    """0.4.10 and 0.5.3 share the `Decode batch. ...` lines with a trailing comma and the `/get_*` endpoints."""
-    return log_style() != LOG_STYLES[-1]
+def release_at_least(version: str) -> bool:
+    """Whether the emulated release is `version` or later, for what the release only prints or serves."""
+    return release() >= tuple(int(part) for part in version.split("."))
 
 
 def simulated_failure() -> str:
-    """ORCH_REHEARSAL_FAIL: oom | not-enough-memory | nccl | scheduler-exception | scheduler-died | aux-capture."""
+    """ORCH_REHEARSAL_FAIL: oom | not-enough-memory | nccl | scheduler-exception | scheduler-died."""
     return os.environ.get("ORCH_REHEARSAL_FAIL", "").strip().lower()
 
 

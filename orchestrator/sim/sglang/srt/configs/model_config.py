@@ -10,6 +10,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 CONTEXT_LENGTH_KEYS = ["max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"]
+SUB_CONFIGS = ("text_config", "vision_config")  # a multimodal model's parts, configs of their own
 
 
 class PretrainedConfig:
@@ -17,9 +18,9 @@ class PretrainedConfig:
 
     def __init__(self, values: dict):
         self.__dict__.update(values)
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        for key in SUB_CONFIGS:
+            if isinstance(values.get(key), dict):
+                setattr(self, key, PretrainedConfig(values[key]))
 
 
 def get_config(model_path: str) -> PretrainedConfig:
@@ -51,12 +52,12 @@ class ModelConfig:
         self.model_path = model_path
         self.is_draft_model = is_draft_model
         self.hf_config = get_config(model_path)
-        self.hf_text_config = self.hf_config
+        self.hf_text_config = getattr(self.hf_config, "text_config", self.hf_config)
         self.architectures = list(getattr(self.hf_config, "architectures", []) or [])
         self.model_type = getattr(self.hf_config, "model_type", None)
-        self.hidden_size = self.hf_config.hidden_size
-        self.num_hidden_layers = self.hf_config.num_hidden_layers
-        self.vocab_size = self.hf_config.vocab_size
+        self.hidden_size = self.hf_text_config.hidden_size
+        self.num_hidden_layers = self.hf_text_config.num_hidden_layers
+        self.vocab_size = self.hf_text_config.vocab_size
         self.dtype = dtype
 
         derived_context_len = get_context_length(self.hf_text_config)

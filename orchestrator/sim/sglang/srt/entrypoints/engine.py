@@ -6,19 +6,23 @@ the rehearsal runs them in-process and keeps the same signal, log lines and exit
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
 from sglang.srt.managers.scheduler import run_scheduler_process
 from sglang.srt.managers.tokenizer_manager import TokenizerManager, install_launch_phase_sigquit_handler
-from sglang.srt.utils import load_seconds, simulated_failure
+from sglang.srt.utils import load_seconds, release_at_least, simulated_failure
 
 logger = logging.getLogger(__name__)
 
 
 def _launch_subprocesses(server_args):
     """Returns (tokenizer_manager, scheduler_info)."""
-    logger.info(f"server_args={server_args!r}")
+    if release_at_least("0.5.23"):  # a dict of the resolved values (`_server_args_for_logging`)
+        logger.info(f"server_args={dataclasses.asdict(server_args)}")
+    else:  # the dataclass's repr
+        logger.info(f"{server_args=}")
     install_launch_phase_sigquit_handler()
     if simulated_failure() == "scheduler-died":
         time.sleep(load_seconds())

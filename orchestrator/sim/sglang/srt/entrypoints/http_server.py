@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sglang.srt.entrypoints.engine import _launch_subprocesses
 from sglang.srt.managers.tokenizer_manager import ServerStatus
-from sglang.srt.utils import configure_uvicorn_loggers, env_bool, get_exception_traceback, is_old_style, kill_process_tree
+from sglang.srt.utils import configure_uvicorn_loggers, env_bool, get_exception_traceback, kill_process_tree, release_at_least
 from sglang.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
         route = ROUTES.get(path)
-        if is_old_style() and path in NEWER_ROUTES:  # before 0.5.9 only the /get_* names existed
+        if not release_at_least(NEWER_ROUTES.get(path, "0")):
             route = None
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
@@ -160,34 +160,34 @@ def ready(request: Handler, body: bytes) -> None:
 
 
 def model_info(request: Handler, body: bytes) -> None:
-    if request.path.startswith("/get_model_info") and not is_old_style():
+    if request.path.startswith("/get_model_info") and release_at_least("0.5.9"):
         logger.warning("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.")
     args = _global_state.server_args
     config = _global_state.tokenizer_manager.model_config
-    model_class = type(_global_state.tokenizer_manager.scheduler.tp_worker.model)
-    request.send_json(
-        200,
-        {
-            "model_path": args.model_path,
-            "tokenizer_path": args.tokenizer_path,
-            "is_generation": True,
-            "preferred_sampling_params": args.preferred_sampling_params,
-            "weight_version": args.weight_version,
-            "has_image_understanding": bool(getattr(model_class, "has_image_understanding", False)),
-            "has_audio_understanding": False,
-            "model_type": config.model_type,
-            "architectures": config.architectures,
-            "served_model_name": args.served_model_name,
-            "load_format": args.load_format,
-            "reasoning_parser": args.reasoning_parser,
-            "tool_call_parser": args.tool_call_parser,
-            "disaggregation_mode": "null",
-        },
-    )
+    info = {
+        "model_path": args.model_path,
+        "tokenizer_path": args.tokenizer_path,
+        "is_generation": True,
+        "preferred_sampling_params": args.preferred_sampling_params,
+    }
+    if release_at_least("0.5.9"):  # 0.4.10 answers with the four keys above
+        info.update(
+            weight_version=args.weight_version,
+            has_image_understanding=hasattr(config.hf_config, "vision_config"),
+            has_audio_understanding=False,
+            model_type=config.model_type,
+            architectures=config.architectures,
+            served_model_name=args.served_model_name,
+            load_format=args.load_format,
+            reasoning_parser=args.reasoning_parser,
+            tool_call_parser=args.tool_call_parser,
+            disaggregation_mode="null",
+        )
+    request.send_json(200, info)
 
 
 def server_info(request: Handler, body: bytes) -> None:
-    if request.path.startswith("/get_server_info") and not is_old_style():
+    if request.path.startswith("/get_server_info") and release_at_least("0.5.9"):
         logger.warning("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.")
     args = _global_state.server_args
     scheduler = _global_state.tokenizer_manager.scheduler
@@ -298,6 +298,8 @@ def _openai_generate(request: Handler, body: bytes, chat: bool) -> None:
 
 def metrics(request: Handler, body: bytes) -> None:
     args = _global_state.server_args
+    if not args.enable_metrics:  # SGLang mounts the Prometheus app only with --enable-metrics
+        return request.send_json(404, {"detail": "Not Found"})
     scheduler = _global_state.tokenizer_manager.scheduler
     labels = f'engine_type="unified",model_name="{args.served_model_name}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
     rows = [
@@ -322,7 +324,7 @@ def metrics(request: Handler, body: bytes) -> None:
     request.send_body(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")
 
 
-NEWER_ROUTES = ("/model_info", "/server_info", "/ready")
+NEWER_ROUTES = {"/model_info": "0.5.9", "/server_info": "0.5.9", "/ready": "0.5.23"}  # first emulated release serving each
 ROUTES = {
     "/health": ({"GET"}, health_generate),
     "/health_generate": ({"GET"}, health_generate),
@@ -336,6 +338,7 @@ ROUTES = {
     "/v1/models": ({"GET"}, openai_models),
     "/v1/completions": ({"POST"}, lambda r, b: _openai_generate(r, b, chat=False)),
     "/v1/chat/completions": ({"POST"}, lambda r, b: _openai_generate(r, b, chat=True)),
+    "/metrics": ({"GET"}, metrics),
 }
 
 
@@ -349,7 +352,7 @@ def _wait_and_warmup(server_args) -> None:
     for _ in range(1200):
         time.sleep(0.05)
         try:
-            urllib.request.urlopen(f"{url}/{'get_model_info' if is_old_style() else 'model_info'}", timeout=5).read()
+            urllib.request.urlopen(f"{url}/{'model_info' if release_at_least('0.5.9') else 'get_model_info'}", timeout=5).read()
             break
         except OSError:
             continue

@@ -17,8 +17,11 @@ from collections import deque
 
 from sglang.srt import _torch as torch
 from sglang.srt.configs.model_config import ModelConfig
-from sglang.srt.model_executor.model_runner import ModelRunner, SimulatedGpuMemory
-from sglang.srt.utils import env_bool, get_exception_traceback, log_style, rank_logger, rank_prefix, simulated_failure
+from sglang.srt.managers.scheduler_metrics_mixin import SchedulerMetricsMixin
+from sglang.srt.model_executor.model_runner import ModelRunner
+from sglang.srt.model_executor.rehearsal_runner import SimulatedGpuMemory
+from sglang.srt.models.rehearsal_target import text_model
+from sglang.srt.utils import get_exception_traceback, rank_logger, rank_prefix, simulated_failure
 
 logger = logging.getLogger(__name__)
 
@@ -36,17 +39,23 @@ class Req:
         self.cached_tokens = 0
         self.spec_verify_ct = 0
         self.spec_num_correct_drafts = 0
+        self.spec_correct_drafts_histogram: list[int] = []  # verify steps by number of drafts accepted
         self.finished_reason: dict | None = None
         self.created_time = time.time()
         self.finished_time: float | None = None
         self.outbox: queue.Queue = queue.Queue()  # ("chunk", n_tokens) ... ("done", None) | ("error", msg)
+
+    def record_correct_drafts(self, num_correct_drafts: int) -> None:
+        if len(self.spec_correct_drafts_histogram) <= num_correct_drafts:
+            self.spec_correct_drafts_histogram.extend([0] * (num_correct_drafts - len(self.spec_correct_drafts_histogram) + 1))
+        self.spec_correct_drafts_histogram[num_correct_drafts] += 1
 
     @property
     def fill_ids(self) -> list[int]:
         return self.origin_input_ids + self.output_ids
 
 
-class Scheduler:
+class Scheduler(SchedulerMetricsMixin):
     def __init__(self, server_args, tp_rank: int = 0, dp_rank: int | None = None):
         self.server_args = server_args
         self.tp_rank = tp_rank
@@ -176,19 +185,9 @@ class Scheduler:
         self.tp_worker.check_forward()
         for req in reqs:
             model(torch.tensor(req.origin_input_ids[req.cached_tokens :] or req.origin_input_ids[-1:]))
-        first_tokens = model.next_token_ids([r.origin_input_ids for r in reqs])
+        first_tokens = text_model(model).next_token_ids([r.origin_input_ids for r in reqs])
         used = self._num_used_tokens() + sum(len(r.origin_input_ids) for r in reqs)
-        iter_msg = f" [{self.forward_ct_decode}]" if env_bool("SGLANG_LOG_FORWARD_ITERS") else ""
-        counts = (
-            f"#new-seq: {len(reqs)}, #new-token: {new_tokens}, #cached-token: {sum(r.cached_tokens for r in reqs)}, "
-            f"token usage: {used / self.max_total_num_tokens:.2f}, #running-req: {len(self.running)}, "
-            f"#queue-req: {len(self.waiting_queue)}, "
-        )
-        if log_style() == "0.5.23":
-            logger.info(f"Prefill batch{iter_msg}, {counts}#pending-token: 0, cuda graph: False, "
-                        f"input throughput (token/s): {self.last_input_throughput:.2f}")
-        else:  # 0.4.10 and 0.5.3: "." after the header, nothing after #queue-req but ", "
-            logger.info(f"Prefill batch. {counts}")
+        self.log_prefill_stats(len(reqs), new_tokens, sum(r.cached_tokens for r in reqs), used / self.max_total_num_tokens)
         self.prompt_tokens_total += sum(len(r.origin_input_ids) for r in reqs)
         for req, token in zip(reqs, first_tokens):
             self._append_tokens(req, [token])
@@ -205,7 +204,7 @@ class Scheduler:
             new_tokens, correct = result.new_tokens, result.num_correct_drafts
         else:
             self.tp_worker.check_forward()
-            new_tokens = [[t] for t in self.tp_worker.model.next_token_ids(contexts)]
+            new_tokens = [[t] for t in text_model(self.tp_worker.model).next_token_ids(contexts)]
             correct = [0] * len(batch)
         self.forward_ct_decode += 1
         for req, tokens, n_correct in zip(batch, new_tokens, correct):
@@ -215,6 +214,7 @@ class Scheduler:
             if self.draft_worker is not None:
                 req.spec_verify_ct += 1
                 req.spec_num_correct_drafts += min(n_correct, added)
+                req.record_correct_drafts(min(n_correct, added))
                 self.spec_num_accept_tokens += added
                 self.spec_num_correct_drafts += min(n_correct, added)
             self.num_generated_tokens += added
@@ -231,30 +231,16 @@ class Scheduler:
         self.last_decode_stats_tic = now
         self.num_generated_tokens = 0
         used = self._num_used_tokens()
-        style = log_style()
-        iter_msg = f" [{self.forward_ct_decode}]" if env_bool("SGLANG_LOG_FORWARD_ITERS") and style == "0.5.23" else ""
-        header = f"Decode batch{iter_msg}," if style == "0.5.23" else "Decode batch."
-        msg = f"{header} #running-req: {num_running_reqs}, #token: {used}, token usage: {used / self.max_total_num_tokens:.2f}, "
+        spec = None
         if self.draft_worker is not None:
             forward_ct = max(self.spec_num_forward_ct, 1)
+            spec = (self.spec_num_accept_tokens, self.spec_num_correct_drafts, forward_ct)
             self.last_spec_accept_length = self.spec_num_accept_tokens / forward_ct
-            denominator = forward_ct * max(self.server_args.speculative_num_draft_tokens - 1, 1)
-            self.last_spec_accept_rate = self.spec_num_correct_drafts / denominator
-            if style == "0.5.3":  # its definition: accepted tokens / (forward_ct * (num_steps + 1))
-                self.last_spec_accept_rate = self.last_spec_accept_length / (self.server_args.speculative_num_steps + 1)
             self.spec_total_num_accept_tokens += self.spec_num_accept_tokens
             self.spec_total_num_forward_ct += self.spec_num_forward_ct
             self.spec_num_accept_tokens = self.spec_num_forward_ct = self.spec_num_correct_drafts = 0
-            msg += f"accept len: {self.last_spec_accept_length:.2f}, "
-            if style != "0.4.10":
-                msg += f"accept rate: {self.last_spec_accept_rate:.2f}, "
-        cuda_graph = not self.server_args.disable_cuda_graph and num_running_reqs <= self.server_args.cuda_graph_max_bs_decode
-        msg += (
-            f"cuda graph: {cuda_graph}, "
-            f"gen throughput (token/s): {self.last_gen_throughput:.2f}, "
-            f"#queue-req: {len(self.waiting_queue)}"
-        )
-        logger.info(msg if style == "0.5.23" else msg + ", ")  # older releases end with ", "
+        cuda_graph = not self.server_args.disable_cuda_graph and num_running_reqs <= self.server_args.graph_max_bs
+        self.emit_decode_stats(num_running_reqs, used, used / self.max_total_num_tokens, spec, cuda_graph)
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import uuid
 
 from sglang.srt.hf_transformers_utils import get_tokenizer
 from sglang.srt.managers.scheduler import Req
-from sglang.srt.utils import kill_process_tree, log_style
+from sglang.srt.utils import kill_process_tree, release_at_least
 
 logger = logging.getLogger(__name__)
 
@@ -124,50 +124,47 @@ class TokenizerManager:
     # --- responses ---------------------------------------------------------------------
 
     def _output(self, req: Req, count: int | None = None) -> dict:
+        """The response as the emulated release builds it: meta_info keys in its order."""
         finished = count is None
         output_ids = req.output_ids[: req.requested_max_new_tokens] if finished else req.output_ids[:count]
-        meta = {
-            "id": req.rid,
-            "finish_reason": req.finished_reason if finished else None,
-            "prompt_tokens": len(req.origin_input_ids),
-            "weight_version": self.server_args.weight_version,
-            "num_retractions": 0,
-            "reasoning_tokens": 0,
-            "completion_tokens": len(output_ids),
-            "cached_tokens": req.cached_tokens,
-            "e2e_latency": (req.finished_time or time.time()) - req.created_time,
-        }
+        finish_reason = req.finished_reason if finished else None
         if finished and req.finished_reason is not None and req.requested_max_new_tokens == 0:
-            meta["finish_reason"] = {"type": "length", "length": 0}
+            finish_reason = {"type": "length", "length": 0}
+        meta = {"id": req.rid, "finish_reason": finish_reason, "prompt_tokens": len(req.origin_input_ids)}
         spec_on = finished and self.server_args.speculative_algorithm and req.spec_verify_ct > 0
-        if log_style() != "0.5.23":
-            return self._old_output(req, output_ids, meta, spec_on)
-        if spec_on:
-            proposed = req.spec_verify_ct * (self.server_args.speculative_num_draft_tokens - 1)
-            meta["spec_accept_rate"] = req.spec_num_correct_drafts / proposed if proposed else 0.0
-            meta["spec_accept_length"] = len(output_ids) / req.spec_verify_ct
-            meta["spec_num_correct_drafts"] = req.spec_num_correct_drafts
-            meta["spec_num_proposed_drafts"] = proposed
-            meta["spec_verify_ct"] = req.spec_verify_ct
-        return {"text": self.tokenizer.decode(output_ids), "output_ids": list(output_ids), "meta_info": meta}
-
-    def _old_output(self, req: Req, output_ids: list[int], meta: dict, spec_on: bool) -> dict:
-        """meta_info of 0.4.10 (only `spec_verify_ct`, no output_ids in text mode) and of the 0.5.3
-        style (as read in 0.5.4.post3: `total_retractions`, `spec_accept_rate`/`spec_accept_length`
-        always 0 next to the real `spec_verify_ct`)."""
-        keep = ("id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens")
-        old = {key: meta[key] for key in keep}
-        if log_style() == "0.5.3":
-            old = {**old, "weight_version": meta["weight_version"], "total_retractions": 0}
-            if spec_on:
-                old.update(spec_accept_rate=0.0, spec_accept_length=0)
-        if spec_on:
-            old["spec_verify_ct"] = req.spec_verify_ct
-        old["e2e_latency"] = meta["e2e_latency"]
-        response = {"text": self.tokenizer.decode(output_ids), "meta_info": old}
-        if log_style() == "0.5.3":
+        response = {"text": self.tokenizer.decode(output_ids)}
+        if release_at_least("0.5.23"):
+            meta.update(weight_version=self.server_args.weight_version, num_retractions=0, reasoning_tokens=0)
+        elif release_at_least("0.5.9"):
+            meta.update(weight_version=self.server_args.weight_version, total_retractions=0)
+        meta.update(completion_tokens=len(output_ids), cached_tokens=req.cached_tokens)
+        if release_at_least("0.5.9"):
             response["output_ids"] = list(output_ids)
+            if finished:
+                meta["e2e_latency"] = req.finished_time - req.created_time
+            if spec_on:
+                meta.update(self._spec_meta(req, len(output_ids)))
+        else:  # 0.4.10: spec_verify_ct only, set before the latency
+            if spec_on:
+                meta["spec_verify_ct"] = req.spec_verify_ct
+            if finished:
+                meta["e2e_latency"] = req.finished_time - req.created_time
+        response["meta_info"] = meta
         return response
+
+    def _spec_meta(self, req: Req, completion_tokens: int) -> dict:
+        """Speculative-decoding fields of a finished request (0.5.9 and 0.5.23 names)."""
+        proposed = req.spec_verify_ct * (self.server_args.speculative_num_draft_tokens - 1)
+        correct = req.spec_num_correct_drafts
+        rate = correct / proposed if proposed else 0.0
+        length = completion_tokens / req.spec_verify_ct
+        histogram = list(req.spec_correct_drafts_histogram)
+        if release_at_least("0.5.23"):
+            return {"spec_accept_rate": rate, "spec_accept_length": length, "spec_num_correct_drafts": correct,
+                    "spec_num_proposed_drafts": proposed, "spec_verify_ct": req.spec_verify_ct,
+                    "spec_correct_drafts_histogram": histogram}
+        return {"spec_accept_rate": rate, "spec_accept_length": length, "spec_accept_token_num": correct,
+                "spec_draft_token_num": proposed, "spec_verify_ct": req.spec_verify_ct, "spec_accept_histogram": histogram}
 
 
 def install_launch_phase_sigquit_handler() -> None:

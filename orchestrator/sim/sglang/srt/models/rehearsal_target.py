@@ -19,7 +19,7 @@ import numpy as np
 from sglang.srt import _torch as torch
 from sglang.srt._torch import nn
 from sglang.srt.layers.layernorm import RMSNorm
-from sglang.srt.layers.vocab_parallel_embedding import VocabParallelEmbedding
+from sglang.srt.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
 FIRST_WORD_ID = 3  # 0 <unk>, 1 <s>, 2 </s>
 _MASK = (1 << 64) - 1
@@ -185,6 +185,7 @@ class RehearsalCausalLM(nn.Module):
     def __init__(self, config, quant_config=None, prefix: str = ""):
         self.config = config
         self.model = RehearsalTextModel(config)
+        self.lm_head = ParallelLMHead(config.vocab_size, config.hidden_size)
         self.capture_aux_hidden_states = False
         self.oracle = None
 
@@ -194,9 +195,12 @@ class RehearsalCausalLM(nn.Module):
         self.model.embed_tokens.weight.data[...] = self.oracle.embed
         for layer, rotation in zip(self.model.layers, self.oracle.rotations):
             layer.weight.data[...] = rotation
+        # the full-vocabulary head: the teacher's rows at the draft vocabulary's ids, zero elsewhere
+        self.lm_head.weight.data[...] = 0
+        self.lm_head.weight.data[self.oracle.hot] = self.oracle.w["lm_head.weight"]
 
-    def get_embed(self):
-        return self.model.embed_tokens
+    def get_embed_and_head(self):
+        return self.model.embed_tokens.weight, self.lm_head.weight
 
     def forward(self, input_ids, positions=None, forward_batch=None):
         """Hidden states handed to the draft: the captured layers, else the last layer."""
@@ -207,3 +211,9 @@ class RehearsalCausalLM(nn.Module):
 
     def next_token_ids(self, contexts: list[list[int]]) -> list[int]:
         return self.oracle.next_token_ids(contexts)
+
+
+def text_model(model) -> RehearsalCausalLM:
+    """The text model inside a target (a multimodal class keeps it as `language_model`): what the
+    rehearsal asks for the true next tokens."""
+    return getattr(model, "language_model", None) or model

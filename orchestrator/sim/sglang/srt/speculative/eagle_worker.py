@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from sglang.srt import _torch as torch
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.model_executor.model_runner import ModelRunner
+from sglang.srt.models.rehearsal_target import text_model
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +55,28 @@ class EAGLEWorker:
             is_draft_model=True,
         )
         self.draft_model_runner = ModelRunner(draft_config, server_args, gpu_id, tp_rank, memory, is_draft_worker=True)
+        algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
+        self.hot_token_id = None  # EAGLE's --speculative-token-map is not emulated
         draft = self.draft_model_runner.model
-        # the draft shares the target's embedding
-        draft.set_embed(target_worker.model.get_embed())
-        self.hot_token_id = draft.get_hot_token_id()
+
+        # A target class without this method fails here, after the draft has loaded.
+        embed, head = target_worker.model.get_embed_and_head()
+
+        if algorithm.is_eagle3():
+            # most cases EAGLE3 models don't share lm_head
+            if getattr(draft, "load_lm_head_from_target", False):
+                draft.set_embed_and_head(embed, head)
+            else:
+                draft.set_embed(embed)
+            # grab hot token ids
+            self.hot_token_id = draft.get_hot_token_id()
+        else:
+            # EAGLE shares the target's embedding and full-vocabulary lm_head with the draft
+            draft.set_embed_and_head(embed, head)
 
     def forward_round(self, contexts: list[list[int]]) -> RoundResult:
         target = self.target_worker.model
+        oracle = text_model(target)
         self.target_worker.check_forward()
         bs = len(contexts)
         prev = torch.tensor([ctx[-2] if len(ctx) > 1 else 0 for ctx in contexts])
@@ -79,7 +96,7 @@ class EAGLEWorker:
             candidates = self._map_to_target_ids(topk_index).tolist()
             next_ids = [row[0] for row in candidates]
             alive = [i for i in range(bs) if bonus[i] is None]
-            truth = target.next_token_ids([contexts[i] + accepted[i] for i in alive])
+            truth = oracle.next_token_ids([contexts[i] + accepted[i] for i in alive])
             for i, true_id in zip(alive, truth):
                 if true_id in candidates[i]:
                     tree_nodes[i] += candidates[i].index(true_id) + 1
@@ -92,7 +109,7 @@ class EAGLEWorker:
             forward_batch.positions = forward_batch.positions + 1
             spec_info.hidden_states = out.hidden_states
         alive = [i for i in range(bs) if bonus[i] is None]
-        for i, true_id in zip(alive, target.next_token_ids([contexts[i] + accepted[i] for i in alive])):
+        for i, true_id in zip(alive, oracle.next_token_ids([contexts[i] + accepted[i] for i in alive])):
             bonus[i] = true_id
         return RoundResult([accepted[i] + [bonus[i]] for i in range(bs)], [len(a) for a in accepted])
 

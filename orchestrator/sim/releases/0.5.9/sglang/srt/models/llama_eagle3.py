@@ -1,4 +1,4 @@
-"""EAGLE-3 draft model for Llama-style targets (rehearsal layout).
+"""EAGLE-3 draft model for Llama-style targets (SGLang 0.5.9, rehearsal).
 
 Layout: one decoder layer named `midlayer` (as SGLang <= 0.5.11 and SpecForge checkpoints name
 it). `load_weights` maps checkpoint keys onto parameters and silently skips keys it does not know,
@@ -152,15 +152,15 @@ class LlamaForCausalLMEagle3(nn.Module):
     def get_hot_token_id(self):
         return self.hot_token_id
 
-    def get_embed_and_head(self):
-        return self.model.embed_tokens.weight, self.lm_head.weight
-
     def set_embed(self, embed) -> None:
-        self.model.embed_tokens = embed
+        # NOTE: If draft hidden size != target hidden size, the embed weight cannot be shared for EAGLE3
+        if hasattr(self.config, "target_hidden_size") and self.config.target_hidden_size != self.config.hidden_size:
+            return
+        self.model.embed_tokens.weight = embed
 
     def set_embed_and_head(self, embed, head) -> None:
-        self.model.embed_tokens = embed
-        self.lm_head = head
+        self.model.embed_tokens.weight = embed
+        self.lm_head.weight = head
 
 
 EntryClass = [LlamaForCausalLMEagle3]

@@ -1,18 +1,18 @@
-"""One model on one (simulated) GPU: device set-up, weight load, KV pool, CUDA graph capture.
+"""What every release's ModelRunner shares: device set-up, weight load, KV pool, CUDA graph capture.
 
 Memory is bookkeeping on a simulated 80 GB GPU so the log lines carry plausible numbers and
-`--mem-fraction-static` / `ORCH_REHEARSAL_FAIL` can produce SGLang's real memory failures.
+`--mem-fraction-static` / `ORCH_REHEARSAL_FAIL` can produce SGLang's real memory failures. Each
+release's `model_runner.py` orders these steps and sets up EAGLE-3 aux capture its own way.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from pathlib import Path
 
 from sglang.srt import _torch as torch
 from sglang.srt.model_loader.loader import get_model
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.utils import load_seconds, simulated_failure
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class SimulatedGpuMemory:
         return gb
 
 
-class ModelRunner:
+class RehearsalModelRunner:
     def __init__(self, model_config, server_args, gpu_id: int, tp_rank: int, memory: SimulatedGpuMemory, is_draft_worker: bool = False):
         self.model_config = model_config
         self.server_args = server_args
@@ -43,15 +43,8 @@ class ModelRunner:
         self.tp_rank = tp_rank
         self.memory = memory
         self.is_draft_worker = is_draft_worker
-        self.spec_algorithm = server_args.speculative_algorithm
+        self.spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
         self.fail_next_forward = False
-        if not is_draft_worker:
-            self.init_torch_distributed()
-        self.load_model()
-        if self.spec_algorithm == "EAGLE3" and not is_draft_worker:
-            self.init_aux_hidden_state_capture()
-        self.init_memory_pool()
-        self.init_cuda_graphs()
 
     def init_torch_distributed(self) -> None:
         logger.info("Init torch distributed begin.")
@@ -78,27 +71,6 @@ class ModelRunner:
             f"avail mem={self.memory.free_gb:.2f} GB, mem usage={usage:.2f} GB."
         )
 
-    def init_aux_hidden_state_capture(self) -> None:
-        """EAGLE-3: ask the target for the draft's aux layers.
-
-        A target class without `set_eagle3_layers_to_capture` is left as it is: it then hands
-        the draft its last hidden state, silently, as older SGLang releases did.
-        """
-        draft_config_path = Path(self.server_args.speculative_draft_model_path or "") / "config.json"
-        try:
-            eagle_config = json.loads(draft_config_path.read_text()).get("eagle_config") or {}
-        except (OSError, ValueError):
-            eagle_config = {}
-        if not eagle_config.get("use_aux_hidden_state", True):
-            return
-        if not hasattr(self.model, "set_eagle3_layers_to_capture") and simulated_failure() == "aux-capture":
-            raise ValueError(  # what 0.5.23 raises; the silent fallback is what older releases did
-                f"Model {type(self.model).__name__} does not implement set_eagle3_layers_to_capture, which EAGLE3 "
-                "aux hidden-state capture requires."
-            )
-        if hasattr(self.model, "set_eagle3_layers_to_capture"):
-            self.model.set_eagle3_layers_to_capture(eagle_config.get("eagle_aux_hidden_state_layer_ids"))
-
     def init_memory_pool(self) -> None:
         args = self.server_args
         if self.is_draft_worker:
@@ -124,11 +96,11 @@ class ModelRunner:
         args = self.server_args
         if args.disable_cuda_graph:
             return
-        max_bs = args.cuda_graph_max_bs_decode
-        bs_list = args.cuda_graph_bs or [bs for bs in CUDA_GRAPH_BS if bs <= max_bs]
+        max_bs = args.graph_max_bs
+        bs_list = getattr(args, "cuda_graph_bs", None) or [bs for bs in CUDA_GRAPH_BS if bs <= max_bs]
         if self.is_draft_worker:
             stages = [("draft decode", args.speculative_eagle_topk), ("draft extend", args.speculative_num_steps + 1)]
-        elif self.spec_algorithm:
+        elif not self.spec_algorithm.is_none():
             stages = [("target verify", args.speculative_num_draft_tokens)]
         else:
             stages = [("target decode", 1)]

@@ -1,16 +1,11 @@
-"""`sglang serve ...` (0.5.14+): the console script's main(). The rehearsal installs no console
-script, so it is also runnable as `python -m sglang.cli.main serve ...`."""
+"""`sglang serve ...`: the console script's main(). The rehearsal installs no console script, so it is
+also runnable as `python -m sglang.cli.main serve ...`."""
 
 import sys
 
 
 def main(argv=None) -> None:
-    from sglang.srt.utils import is_old_style
-
     argv = sys.argv[1:] if argv is None else list(argv)
-    if is_old_style():  # SGLang before 0.5.14 had no sglang.cli package
-        print(f"{sys.executable}: No module named sglang.cli.main", file=sys.stderr, flush=True)
-        sys.exit(1)
     if not argv or argv[0] not in ("serve", "version"):
         print("usage: sglang [-h] {serve,generate,version} ...", file=sys.stderr)
         print(f"sglang: error: argument subcommand: invalid choice: {argv[0] if argv else ''!r} "

@@ -1,0 +1,158 @@
+"""EAGLE-3 draft model for Llama-style targets (SGLang 0.4.10.post2, rehearsal).
+
+Layout: one decoder layer named `midlayer` (as SGLang <= 0.5.11 and SpecForge checkpoints name
+it). `load_weights` maps checkpoint keys onto parameters and silently skips keys it does not know,
+so a draft saved with `layers.0.*` keys keeps its random-init layer. `d2t` holds offsets:
+hot_token_id = d2t + arange, so a d2t of absolute ids maps every draft id to a wrong target id.
+
+The draft runs on the target's hidden states: 3 * hidden wide when the target captures aux
+layers (then `fc` folds them to hidden), hidden wide when it does not (then `fc` is skipped).
+"""
+
+from __future__ import annotations
+
+from sglang.srt import _torch as torch
+from sglang.srt._torch import nn
+from sglang.srt.layers.layernorm import RMSNorm
+from sglang.srt.layers.linear import QKVParallelLinear, default_weight_loader
+from sglang.srt.layers.logits_processor import LogitsProcessor
+from sglang.srt.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
+from sglang.srt.models.llama import LlamaDecoderLayer, LlamaMLP
+
+
+class LlamaDecoderLayer(LlamaDecoderLayer):
+    def __init__(self, config, layer_id: int = 0, quant_config=None, prefix: str = ""):
+        super().__init__(config, layer_id, quant_config, prefix)
+        # the first draft layer reads cat(embeds, hidden_states): twice the hidden size
+        self.self_attn.qkv_proj = QKVParallelLinear(
+            2 * self.hidden_size,
+            self.self_attn.head_dim,
+            self.self_attn.num_heads,
+            self.self_attn.num_kv_heads,
+            bias=False,
+        )
+        self.mlp = LlamaMLP(config.hidden_size, config.intermediate_size, getattr(config, "hidden_act", "silu"))
+        self.hidden_norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, positions, embeds, hidden_states, forward_batch, residual):
+        residual = hidden_states
+        embeds = self.input_layernorm(embeds)
+        hidden_states = self.hidden_norm(hidden_states)
+
+        hidden_states = torch.cat([embeds, hidden_states], dim=-1)
+        # Self Attention
+        hidden_states = self.self_attn(positions=positions, hidden_states=hidden_states, forward_batch=forward_batch)
+        hidden_states, residual = self.post_attention_layernorm(hidden_states, residual)
+
+        # Fully Connected
+        hidden_states = self.mlp(hidden_states)
+        return hidden_states, residual
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config, quant_config=None, prefix: str = ""):
+        self.config = config
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
+        if getattr(config, "target_hidden_size", None) is not None:
+            self.hidden_size_in = config.target_hidden_size
+        else:
+            self.hidden_size_in = config.hidden_size
+        self.fc = torch.nn.Linear(self.hidden_size_in * 3, config.hidden_size, bias=getattr(config, "bias", False))
+        self.fc.weight.weight_loader = default_weight_loader
+        self.midlayer = LlamaDecoderLayer(config, 0, quant_config, prefix)
+        self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, input_ids, positions, forward_batch, input_embeds=None):
+        if input_embeds is None:
+            embeds = self.embed_tokens(input_ids)
+        else:
+            embeds = input_embeds
+
+        hidden_states = forward_batch.spec_info.hidden_states
+        if hidden_states.shape[-1] != embeds.shape[-1]:
+            hidden_states = self.fc(hidden_states)
+
+        residual = None
+        hidden_states, residual = self.midlayer(positions, embeds, hidden_states, forward_batch, residual)
+
+        hidden_states_to_logits, hidden_states_to_aux = self.norm(hidden_states, residual)
+
+        # For draft decode, we capture the hidden state before norm
+        return hidden_states_to_logits, [hidden_states_to_aux]
+
+
+class LlamaForCausalLMEagle3(nn.Module):
+    def __init__(self, config, quant_config=None, prefix: str = ""):
+        self.config = config
+        self.quant_config = quant_config
+        if self.config.num_hidden_layers != 1:
+            raise ValueError("EAGLE3 currently only supports 1 layer")
+
+        self.model = LlamaModel(config, quant_config=quant_config, prefix="model")
+        if getattr(config, "tie_word_embeddings", False):
+            self.lm_head = self.model.embed_tokens
+        else:
+            self.lm_head = ParallelLMHead(config.draft_vocab_size, config.hidden_size)
+
+        self.logits_processor = LogitsProcessor(config)
+        self.capture_aux_hidden_states = True
+        self.hot_token_id = None
+
+    def forward(self, input_ids, positions, forward_batch):
+        hidden_states, aux_hidden_states = self.model(input_ids, positions, forward_batch)
+        return self.logits_processor(input_ids, hidden_states, self.lm_head, aux_hidden_states[0])
+
+    def load_weights(self, weights) -> None:
+        params_dict = dict(self.named_parameters())
+        # Define the parameter mapping for stacked parameters
+        stacked_params_mapping = [
+            # (param_name, shard_name, shard_id)
+            (".qkv_proj", ".q_proj", "q"),
+            (".qkv_proj", ".k_proj", "k"),
+            (".qkv_proj", ".v_proj", "v"),
+            (".gate_up_proj", ".gate_proj", 0),
+            (".gate_up_proj", ".up_proj", 1),
+        ]
+
+        for name, loaded_weight in weights:
+            if "d2t" in name:
+                # d2t stores diffs between draft id and target id
+                self.hot_token_id = loaded_weight + torch.arange(loaded_weight.shape[0])
+                continue
+
+            if "t2d" in name:
+                continue
+
+            for param_name, weight_name, shard_id in stacked_params_mapping:
+                if weight_name not in name:
+                    continue
+                name = name.replace(weight_name, param_name)
+                param_name = f"model.{name}" if name not in params_dict else name
+                if param_name in params_dict:
+                    param = params_dict[param_name]
+                    weight_loader = getattr(param, "weight_loader", default_weight_loader)
+                    weight_loader(param, loaded_weight, shard_id)
+                break
+            else:
+                # Handle regular parameters
+                param_name = name if name in params_dict else f"model.{name}"
+                if param_name in params_dict:
+                    param = params_dict[param_name]
+                    weight_loader = getattr(param, "weight_loader", default_weight_loader)
+                    weight_loader(param, loaded_weight)
+
+    def get_hot_token_id(self):
+        return self.hot_token_id
+
+    def set_embed(self, embed) -> None:
+        # NOTE: If draft hidden size != target hidden size, the embed weight cannot be shared for EAGLE3
+        if hasattr(self.config, "target_hidden_size") and self.config.target_hidden_size != self.config.hidden_size:
+            return
+        self.model.embed_tokens.weight = embed
+
+    def set_embed_and_head(self, embed, head) -> None:
+        self.model.embed_tokens.weight = embed
+        self.lm_head.weight = head
+
+
+EntryClass = [LlamaForCausalLMEagle3]
