@@ -10,15 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from . import yamlfile
+from . import names as identifiers, yamlfile
 from .engines.sglang.preflight import CODES as PREFLIGHT_CODES
 from .errors import SpecError
 from .yamlfile import Located
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CONTROLLER_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+CONTROLLER_VAR = re.compile(r"\$?\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `$${NAME}` matched too: the escape
 PATCH_ACTIONS = ("replace", "insert_after", "insert_before")
 DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"
 
@@ -78,6 +76,7 @@ class Spec:
     preflight: bool = True  # the checkpoint checks before each run; `orch run --no-preflight` turns them off
     allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for every run
     allow_busy_gpus: bool = False  # `orch run --allow-busy-gpus`: GPUs held by others warn instead of stopping the run
+    extra_params: tuple[str, ...] = ()  # params the template reads indirectly (so a matrix or --set key may name them)
 
 
 @dataclass(frozen=True)
@@ -108,7 +107,7 @@ class RunPlan:
 
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
-    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight",
+    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
 }
 
 
@@ -127,7 +126,8 @@ def load(path: Path) -> Spec:
     except re.error as exc:
         raise SpecError(f"{data.where('debug_pattern')}: debug_pattern is not a valid regex: {exc}") from None
     return Spec(
-        name=str(data.get("name", path.stem)),
+        name=identifiers.identifier(data.get("name", path.stem), data.where("name"), "experiment name",
+                                    "set `name:` to one, e.g. name: eagle_debug"),
         path=path,
         description=str(data.get("description", "")),
         hosts=_names(data, "hosts"),
@@ -144,6 +144,7 @@ def load(path: Path) -> Spec:
         raw=_plain(data),
         checkpoints=_checkpoints(data, path),
         allow=_allow(data),
+        extra_params=_names(data, "extra_params"),
     )
 
 
@@ -180,7 +181,7 @@ def expand(spec: Spec, overrides: list[str] = (), variants: tuple[str, ...] = ()
 
 
 def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """`key=value` (YAML scalar) into params; `env.NAME=value` into env."""
+    """`key=value` into params (see `literal`); `env.NAME=value` into env."""
     params: dict[str, Any] = {}
     env: dict[str, str] = {}
     for item in items:
@@ -188,26 +189,47 @@ def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         key = key.strip()
         if not sep or not key:
             raise SpecError(f"--set {item!r}: expected key=value, e.g. --set tp_size=8")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes of the command line, kept as surrogates
+            raise SpecError(f"--set {item.encode('utf-8', 'backslashreplace').decode()!r}: not UTF-8 text; "
+                            "give the value in UTF-8") from None
+        if key in params or (key.startswith("env.") and key[4:] in env):
+            raise SpecError(f"--set {key}= is given twice; keep one")
         if key.startswith("env."):
             name = key[4:]
             if not ENV_NAME.match(name):
                 raise SpecError(f"--set {item!r}: '{name}' is not a valid environment variable name")
             env[name] = value
         else:
-            try:
-                params[key] = yaml.safe_load(value) if value else ""
-            except yaml.YAMLError:
-                params[key] = value
+            params[key] = literal(value)
     return params, env
 
 
+PLAIN_NUMBER = re.compile(r"[-+]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+
+
+def literal(value: str) -> Any:
+    """A `--set` value as written: an int or float when it is a plain decimal number, a bool for
+    true/false, else the text itself. Not YAML: `/m #v2`, `~`, `0x10` and `[a]` stay text."""
+    if value in ("true", "false"):
+        return value == "true"
+    if PLAIN_NUMBER.fullmatch(value):
+        return float(value) if any(c in value for c in ".eE") else int(value)
+    return value
+
+
 def resolve_controller_vars(value: str, where: str) -> str:
-    """`${NAME}` in an env value comes from the controller's environment (for tokens)."""
+    """`${NAME}` in an env value comes from the controller's environment (for tokens);
+    `$${NAME}` is a literal `${NAME}` (for the shell on the host to expand, or for the server)."""
 
     def sub(match: re.Match[str]) -> str:
+        if match.group(0).startswith("$$"):
+            return match.group(0)[1:]
         name = match.group(1)
         if name not in os.environ:
-            raise SpecError(f"{where}: ${{{name}}} is not set in this shell; export {name} or remove it")
+            raise SpecError(f"{where}: ${{{name}}} is not set in this shell; export {name}, "
+                            f"write $${{{name}}} for a literal ${{{name}}}, or remove it")
         return os.environ[name]
 
     return CONTROLLER_VAR.sub(sub, value)
@@ -250,6 +272,13 @@ def _positive_int(data: Located, key: str, default: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise SpecError(f"{data.where(key)}: `{key}` must be a whole number >= 1, got {value!r}")
     return value
+
+
+def _number(data: Located, key: str, default: float) -> float:
+    value = data.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise SpecError(f"{data.where(key)}: `{key}` must be a number, got {value!r}")
+    return float(value)
 
 
 def _positive_number(data: Located, key: str, default: float) -> float:
@@ -298,6 +327,7 @@ def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...
     variants = []
     for name, body in mapping.items():
         where = mapping.where(name)
+        identifiers.identifier(name, where, "variant name", "rename the variant")
         body = body if body is not None else Located(source=data.source, line=mapping.line_of(name))
         yamlfile.require_mapping(body, where, f"variant '{name}'")
         yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect", "preflight"}, f"variant '{name}'")
@@ -365,7 +395,7 @@ def _workload(data: Located, path: Path) -> Workload:
         requests=_positive_int(body, "requests", 8),
         max_new_tokens=_positive_int(body, "max_new_tokens", 64),
         concurrency=_positive_int(body, "concurrency", 4),
-        temperature=float(body.get("temperature", 0.0)),
+        temperature=_number(body, "temperature", 0.0),
         prompts=prompts,
     )
 
