@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sim, yamlfile
+from . import names, sim, yamlfile
 from .errors import SpecError
 from .spec import ENV_NAME
 
@@ -87,6 +87,7 @@ def load(path: Path) -> Inventory:
     yamlfile.require_mapping(hosts_data, data.where("hosts"), "`hosts`")
     hosts = {}
     for name, body in hosts_data.items():
+        names.identifier(name, hosts_data.where(name), "host name", "rename the host")
         body = body if body is not None else yamlfile.Located(source=str(path), line=hosts_data.line_of(name))
         yamlfile.require_mapping(body, hosts_data.where(name), f"host '{name}'")
         hosts[name] = _host(name, body)
@@ -97,7 +98,8 @@ def _host(name: str, body: yamlfile.Located) -> Host:
     yamlfile.check_keys(body, HOST_KEYS, f"host '{name}'")
     transport = body.get("transport", "ssh")
     if transport not in TRANSPORTS:
-        raise SpecError(f"{body.where('transport')}: host '{name}' transport must be one of {', '.join(TRANSPORTS)}")
+        raise SpecError(f"{body.where('transport')}: host '{name}' transport {transport!r} is not one of "
+                        f"{', '.join(TRANSPORTS)}; {yamlfile.did_you_mean(str(transport), TRANSPORTS)}")
     policy = body.get("host_key_policy", "strict")
     if policy not in HOST_KEY_POLICIES:
         raise SpecError(
@@ -107,21 +109,29 @@ def _host(name: str, body: yamlfile.Located) -> Host:
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
         raise SpecError(f"{body.where('gpus')}: host '{name}' gpus must be a whole number >= 0")
     port = body.get("port")
-    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536):
         raise SpecError(f"{body.where('port')}: host '{name}' port must be 1-65535")
     env = body.get("env") or {}
     yamlfile.require_mapping(env, body.where("env"), f"host '{name}' env")
-    for key in env:
+    for key, value in env.items():
         if not ENV_NAME.match(str(key)):
-            raise SpecError(f"{body.where('env')}: '{key}' is not a valid environment variable name")
+            raise SpecError(f"{env.where(key)}: '{key}' is not a valid environment variable name")
+        if isinstance(value, (dict, list)) or value is None:
+            raise SpecError(f"{env.where(key)}: host '{name}' env value of {key} must be a string or number")
     tags = body.get("tags") or []
     if not isinstance(tags, list):
-        raise SpecError(f"{body.where('tags')}: host '{name}' tags must be a list")
+        raise SpecError(f"{body.where('tags')}: host '{name}' tags must be a list, e.g. [h100]")
+    for tag in tags:
+        names.identifier(tag, body.where("tags"), f"host '{name}' tag", "tags are names, e.g. [h100, big]")
+    variables = body.get("vars") or {}
+    yamlfile.require_mapping(variables, body.where("vars"), f"host '{name}' vars")
     default_python = sys.executable if transport == "local" else "python3"
     rehearsal = _rehearsal_release(name, body)
 
     def text(key: str) -> str | None:
         value = body.get(key)
+        if isinstance(value, (dict, list, bool)):
+            raise SpecError(f"{body.where(key)}: host '{name}' `{key}` must be text, got {type(value).__name__}")
         return None if value is None else str(value)
 
     return Host(
@@ -135,13 +145,13 @@ def _host(name: str, body: yamlfile.Located) -> Host:
         ssh_config=text("ssh_config"),
         host_key_policy=policy,
         known_hosts=text("known_hosts"),
-        workdir=str(body.get("workdir", "~/.orch")),
-        python=str(body.get("python", default_python)),
+        workdir=text("workdir") or "~/.orch",
+        python=text("python") or default_python,
         gpus=gpus,
         env={str(k): str(v) for k, v in env.items()},
         tags=tuple(str(t) for t in tags),
         rehearsal=rehearsal,
-        vars=dict(body.get("vars") or {}),
+        vars=dict(variables),
     )
 
 
