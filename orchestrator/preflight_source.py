@@ -8,9 +8,10 @@ import posixpath
 from typing import Any
 
 from . import patching, shell
-from .engines.sglang import source
+from .engines.sglang import classes, source
 from .engines.sglang.facts import Capture
-from .engines.sglang.source import HostSource, Support
+from .engines.sglang.classes import Support
+from .engines.sglang.source import HostSource
 from .errors import PatchError
 from .spec import PatchDef
 
@@ -92,7 +93,7 @@ async def _needed(conn: Any, sglang: str, arch: str, registry: dict[str, str], s
 async def _support(conn: Any, sglang: str, arch: str, registry: dict[str, str], sources: dict[str, str | None],
                    mine: dict[str, list[PatchDef]]) -> Support:
     for _ in range(ROUNDS):
-        found = source.support(arch, registry, _patched(sources, mine) if mine else sources)
+        found = classes.support(arch, registry, _patched(sources, mine) if mine else sources)
         if isinstance(found, Support):
             return found
         sources.update(await read_files(conn, sglang, list(found.files)))

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from orchestrator import checkpoint
 from orchestrator import spec as specs
-from orchestrator.engines.sglang import preflight, safetensors, source
+from orchestrator.engines.sglang import classes, preflight, safetensors
 from orchestrator.engines.sglang.preflight import ERROR, INFO, LAYERS, MIDLAYER, WARNING, Capture, Facts, Finding
 from orchestrator.engines.sglang.source import Ask, Gate, HostSource
 from orchestrator.errors import SpecError
@@ -202,15 +202,15 @@ def test_layout_is_read_from_the_real_sglang_source(sglang_python, rehearsal):
 def test_class_facts_on_the_real_model_files(sglang_python):
     new = package_dir(sglang_python("0.5.23"))
     old = package_dir(sglang_python("0.4.10.post2"))
-    kimi = source.class_facts((new / "srt/models/kimi_k25.py").read_text(), "KimiK25ForConditionalGeneration", "k.py")
+    kimi = classes.class_facts((new / "srt/models/kimi_k25.py").read_text(), "KimiK25ForConditionalGeneration", "k.py")
     assert kimi.defines and kimi.delegate == "language_model" and kimi.inner == "DeepseekV3ForCausalLM"
     assert kimi.refusal == "AttributeError: language_model does not support EAGLE3 speculative decoding."
-    llama = source.class_facts((new / "srt/models/llama.py").read_text(), "LlamaForCausalLM", "l.py")
+    llama = classes.class_facts((new / "srt/models/llama.py").read_text(), "LlamaForCausalLM", "l.py")
     assert llama.defines and llama.delegate is None
-    v3 = source.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV3ForCausalLM", "d.py")
+    v3 = classes.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV3ForCausalLM", "d.py")
     assert not v3.defines and v3.bases == ("DeepseekV2ForCausalLM",)
-    assert not source.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV2ForCausalLM", "d.py").defines
-    assert source.class_facts("class A:\n    pass\n", "B", "x.py") is None
+    assert not classes.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV2ForCausalLM", "d.py").defines
+    assert classes.class_facts("class A:\n    pass\n", "B", "x.py") is None
 
 
 def test_allowed_errors_are_marked_and_do_not_block():

@@ -10,13 +10,13 @@ file:line they come from. The real releases hold the same facts in different fil
 - ask: how the model runner asks the target for the method: a `hasattr` check that raises with a
   message of its own, or a plain call (then Python's AttributeError);
 - registry: the architectures `EntryClass` registers in `srt/models/*.py`;
-- support: whether the target class, a base, or the inner model it delegates to defines the method.
+- the default of SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN.
+The target class's own facts are in classes.py.
 """
 
 from __future__ import annotations
 
 import ast
-import posixpath
 from dataclasses import dataclass, field
 
 METHOD = "set_eagle3_layers_to_capture"
@@ -24,7 +24,6 @@ FLAG = "eagle_use_aux_hidden_state"
 USE_AUX = "use_aux_hidden_state"
 EXECUTOR = "srt/model_executor/"
 MODELS = "srt/models/"
-MAX_DEPTH = 8  # bases and delegations followed; real chains are two or three long
 
 
 @dataclass(frozen=True)
@@ -64,42 +63,6 @@ class HostSource:
         return sorted(name for name in self.registry if "Eagle3" in name)
 
 
-@dataclass(frozen=True)
-class ClassFacts:
-    name: str
-    file: str
-    line: int
-    defines: bool  # defines METHOD itself
-    bases: tuple[str, ...]
-    delegate: str | None = None  # the method forwards the call to self.<delegate>
-    inner: str | None = None  # the class `__init__` puts in self.<delegate>
-    refusal: str | None = None  # what the method raises when that inner model lacks it
-
-
-@dataclass(frozen=True)
-class Support:
-    """Whether the target class can set the layers to capture."""
-
-    arch: str
-    file: str | None  # where the class is defined; None: not found
-    has: bool | None  # None: the class was not found
-    refusal: str | None = None  # the error its own method raises (its inner model lacks the method)
-    chain: tuple[str, ...] = ()  # how the answer was found, for the finding's text
-
-
-@dataclass(frozen=True)
-class Need:
-    """Files to read before the question can be answered."""
-
-    files: tuple[str, ...]
-
-
-class _Missing(Exception):
-    def __init__(self, files: tuple[str, ...]):
-        super().__init__(files)
-        self.files = files
-
-
 def parse(text: str | None) -> ast.Module | None:
     try:
         return ast.parse((text or "").lstrip("\ufeff"))
@@ -130,39 +93,39 @@ def ask(sources: dict[str, str | None]) -> Ask | None:
         tree = parse(sources[path])
         for node in ast.walk(tree) if tree else ():
             if isinstance(node, ast.If) and _tests_missing(node.test):
-                raised = _raised(node.body)
-                if raised:
-                    checks.append((path, node.lineno, Ask(f"{path}:{node.lineno}", *raised)))
-            elif _is_call_of(node, METHOD):
+                exception = raised(node.body)
+                if exception:
+                    checks.append((path, node.lineno, Ask(f"{path}:{node.lineno}", *exception)))
+            elif is_call_of(node, METHOD):
                 calls.append((path, node.lineno, Ask(f"{path}:{node.lineno}", "AttributeError", None)))
     found = sorted(checks or calls, key=lambda item: item[:2])
     return found[0][2] if found else None
 
 
 def _calls(node: ast.AST, attr: str) -> bool:
-    return any(_is_call_of(n, attr) for n in ast.walk(node))
+    return any(is_call_of(n, attr) for n in ast.walk(node))
 
 
-def _is_call_of(node: ast.AST, attr: str) -> bool:
+def is_call_of(node: ast.AST, attr: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr
 
 
 def _turns_capture_on(body: list[ast.stmt]) -> bool:
     for node in (n for s in body for n in ast.walk(s)):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True \
-                and any(_named(t, FLAG) for t in node.targets):
+                and any(named(t, FLAG) for t in node.targets):
             return True
-        if _is_call_of(node, METHOD) and (node.args or node.keywords):  # the draft's layer ids handed over
+        if is_call_of(node, METHOD) and (node.args or node.keywords):  # the draft's layer ids handed over
             return True
     return False
 
 
-def _named(node: ast.AST, name: str) -> bool:
+def named(node: ast.AST, name: str) -> bool:
     return (isinstance(node, ast.Attribute) and node.attr == name) or (isinstance(node, ast.Name) and node.id == name)
 
 
 def _reads_use_aux(node: ast.AST) -> bool:
-    return any(_is_call_of(n, "get") and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == USE_AUX
+    return any(is_call_of(n, "get") and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == USE_AUX
                for n in ast.walk(node))
 
 
@@ -174,7 +137,7 @@ def _tests_missing(test: ast.AST) -> bool:
             and test.operand.args[1].value == METHOD)
 
 
-def _raised(body: list[ast.stmt]) -> tuple[str, str] | None:
+def raised(body: list[ast.stmt]) -> tuple[str, str] | None:
     """(exception name, message) of the first `raise E("...")` in `body`."""
     for node in (n for s in body for n in ast.walk(s)):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name) \
@@ -212,7 +175,7 @@ def longer_context(sources: dict[str, str | None]) -> bool | None:
     for path in CONTEXT_FILES:
         tree = parse(sources.get(path))
         for node in ast.walk(tree) if tree else ():
-            if isinstance(node, ast.Assign) and any(_named(t, CONTEXT_ENV) for t in node.targets) \
+            if isinstance(node, ast.Assign) and any(named(t, CONTEXT_ENV) for t in node.targets) \
                     and isinstance(node.value, ast.Call) and node.value.args \
                     and isinstance(node.value.args[0], ast.Constant):
                 return bool(node.value.args[0].value)
@@ -247,115 +210,8 @@ def registry(snippets: dict[str, str]) -> dict[str, str]:
     for path, text in sorted(snippets.items()):
         names: list[str] = []
         for node in parse(text).body if parse(text) else ():
-            if isinstance(node, ast.Assign) and any(_named(t, "EntryClass") for t in node.targets):
+            if isinstance(node, ast.Assign) and any(named(t, "EntryClass") for t in node.targets):
                 values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
                 names = [v.id for v in values if isinstance(v, ast.Name)]
         found.update(dict.fromkeys(names, path))
     return found
-
-
-# -- the target class ---------------------------------------------------------------------------
-
-
-def class_facts(text: str | None, name: str, file: str) -> ClassFacts | None:
-    tree = parse(text)
-    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None) if tree else None
-    if node is None:
-        return None
-    methods = {n.name: n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    bases = tuple(b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, (ast.Name, ast.Attribute)))
-    method = methods.get(METHOD)
-    delegate = next((c.func.value.attr for c in ast.walk(method) if _is_call_of(c, METHOD)  # type: ignore[attr-defined]
-                     and isinstance(c.func.value, ast.Attribute) and _is_self(c.func.value.value)), None) if method else None
-    inner = _assigned_class(methods.get("__init__"), delegate) if delegate else None
-    refusal = _raised(method.body) if method and delegate else None
-    return ClassFacts(name, file, node.lineno, method is not None, bases, delegate, inner,
-                      f"{refusal[0]}: {refusal[1]}" if refusal else None)
-
-
-def _is_self(node: ast.AST) -> bool:
-    return isinstance(node, ast.Name) and node.id == "self"
-
-
-def _assigned_class(init: ast.AST | None, attr: str) -> str | None:
-    """The class of `self.<attr> = Class(...)` in `__init__`."""
-    for node in ast.walk(init) if init else ():
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(
-                isinstance(t, ast.Attribute) and t.attr == attr and _is_self(t.value) for t in node.targets):
-            func = node.value.func
-            return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-    return None
-
-
-def imported(text: str | None, name: str, file: str) -> tuple[tuple[str, ...], str] | None:
-    """(candidate files, original name) when `file` imports `name` from a module of the package."""
-    tree = parse(text)
-    for node in ast.walk(tree) if tree else ():
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if (alias.asname or alias.name) == name:
-                    module = _module_path(node.module or "", node.level, file)
-                    return ((f"{module}.py", f"{module}/__init__.py"), alias.name) if module else None
-    return None
-
-
-def _module_path(module: str, level: int, file: str) -> str | None:
-    if level:
-        base = posixpath.dirname(file)
-        for _ in range(level - 1):
-            base = posixpath.dirname(base)
-        return posixpath.join(base, *module.split(".")) if module else base
-    parts = module.split(".")
-    return "/".join(parts[1:]) if parts[0] == "sglang" and len(parts) > 1 else None
-
-
-def support(arch: str, registered: dict[str, str], sources: dict[str, str | None]) -> Support | Need:
-    """Does the class registered as `arch` define the method, on itself, a base, or through the
-    inner model it delegates to? `Need` names the files to read first."""
-    if arch not in registered:
-        return Support(arch, None, None)
-    try:
-        facts = _locate(arch, registered[arch], sources, 0)
-        if facts is None:
-            return Support(arch, None, None)
-        has, refusal, chain = _has(facts, sources, 0)
-    except _Missing as missing:
-        return Need(missing.files)
-    return Support(arch, facts.file, has, refusal, chain)
-
-
-def _locate(name: str, file: str, sources: dict[str, str | None], depth: int) -> ClassFacts | None:
-    """The class `name` as seen from `file`: defined there, or imported into it from the package."""
-    if file not in sources:
-        raise _Missing((file,))
-    facts = class_facts(sources[file], name, file)
-    if facts is not None or depth > MAX_DEPTH:
-        return facts
-    origin = imported(sources[file], name, file)
-    if origin is None:
-        return None
-    candidates, original = origin
-    if any(c not in sources for c in candidates):
-        raise _Missing(tuple(c for c in candidates if c not in sources))
-    return next((found for c in candidates if sources[c] is not None
-                 for found in [_locate(original, c, sources, depth + 1)] if found), None)
-
-
-def _has(facts: ClassFacts, sources: dict[str, str | None], depth: int) -> tuple[bool, str | None, tuple[str, ...]]:
-    here = f"{facts.name} ({facts.file}:{facts.line})"
-    if facts.defines and facts.delegate and facts.inner and depth <= MAX_DEPTH:
-        inner = _locate(facts.inner, facts.file, sources, depth + 1)
-        if inner is not None:
-            has, refusal, chain = _has(inner, sources, depth + 1)
-            refusal = refusal if has else facts.refusal or refusal or \
-                f"AttributeError: '{inner.name}' object has no attribute '{METHOD}'"
-            return has, refusal, (f"{here} forwards it to self.{facts.delegate}, a {inner.name}", *chain)
-    if facts.defines:
-        return True, None, (f"{here} defines it",)
-    for base in facts.bases if depth <= MAX_DEPTH else ():
-        found = _locate(base, facts.file, sources, depth + 1)
-        if found is not None:
-            has, refusal, chain = _has(found, sources, depth + 1)
-            if has:
-                return True, None, (f"{here} inherits it", *chain)
-    return False, None, (f"{here} does not define it",)
