@@ -354,12 +354,6 @@ def list_named(folder: str, suffix: str) -> str:
     return f"find {path(folder)} -maxdepth 1 -type f -name {quote('*' + suffix)} -printf '%f\\n' 2>/dev/null; true"
 
 
-def files_defining_class(folder: str, name: str) -> str:
-    """The `*.py` files directly in `folder` with a line starting `class NAME` (NAME: an identifier)."""
-    pattern = f"^class[[:space:]]+{name}[[:space:]]*[(:]"
-    return f"grep -l -E -- {quote(pattern)} {path(folder)}/*.py 2>/dev/null; true"
-
-
 _ENTRY_CLASS_AWK = (  # every line of each top-level `EntryClass = ...` statement, brackets followed
     'FNR == 1 { on = 0 } /^EntryClass[ \\t]*=/ { on = 1; depth = 0 } '
     'on { print "E\\t" FILENAME "\\t" FNR "\\t" $0; o = $0; depth += gsub(/[[(]/, "", o); '
@@ -370,7 +364,7 @@ _ENTRY_CLASS_AWK = (  # every line of each top-level `EntryClass = ...` statemen
 def eagle3_survey(srt: str) -> str:
     """What the EAGLE-3 preflight reads first from an installed SGLang's `srt` folder, one fact a line:
     `X<TAB>model_executor/<file>.py` for each model-runner file naming `is_eagle3(` or
-    `set_eagle3_layers_to_capture`, then `E<TAB><file>.py<TAB><line>TAB<text>` for the lines of each
+    `set_eagle3_layers_to_capture`, then `E<TAB><file>.py<TAB><line><TAB><text>` for the lines of each
     `EntryClass = ...` statement in `models/*.py` (the architectures SGLang registers)."""
     runner = quote(r"is_eagle3\(|set_eagle3_layers_to_capture")
     return (f"cd {path(srt)} || exit 1; grep -rlE --include='*.py' -- {runner} model_executor 2>/dev/null"

@@ -114,6 +114,10 @@ def test_a_healthy_draft_has_no_findings():
         capture=Capture("KimiK25ForConditionalGeneration", "srt/models/kimi_k25.py", False)), {"algorithm-not-eagle3": ERROR}),
     ("an unregistered draft", lambda: facts(draft_config={**facts().draft_config, "architectures": ["GptOssForCausalLMEagle3"]}),
      {"draft-arch-unknown": ERROR}),
+    ("an unregistered draft the host's code names", lambda: facts(
+        draft_config={**facts().draft_config, "architectures": ["Eagle3Speculator"]},
+        source=HostSource(HOST.gate, HOST.ask, HOST.registry, {"Eagle3Speculator": "srt/utils/hf_transformers/config.py"})),
+     {"draft-arch-converted": INFO}),
     ("weights that could not be read", lambda: facts({}, weights_unread="/d/pytorch_model.bin: the legacy format"),
      {"draft-weights-unchecked": WARNING}),
     ("no weight files", lambda: facts({}, weight_files=0, d2t=None, t2d=None), {"draft-weights-missing": ERROR}),

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import ROOT
-from orchestrator import preflight_run, preflight_source
+from orchestrator import preflight_run, preflight_source, shell
 from orchestrator.engines.sglang import safetensors
 from orchestrator.inventory import Host
-from orchestrator.session import HostSession, package_dir
+from orchestrator.session import HostSession
+from orchestrator.session import package_dir as host_package_dir
 from orchestrator.spec import PatchDef
 from orchestrator.store import FindingRow, Run, Store
+from wheels import package_dir
 
 RELEASES = ["0.4.10.post2", "0.5.9", "0.5.23"]
 FIXTURES = ROOT / "tests" / "fixtures" / "drafts"
@@ -120,7 +123,7 @@ def test_each_release_says_where_capture_is_gated_and_how_it_asks_the_target(sgl
     async def read():
         session = await HostSession.open(host)
         try:
-            sglang = await package_dir(session.conn, host, {})
+            sglang = await host_package_dir(session.conn, host, {})
             return await preflight_source.host_source(session.conn, sglang, ["LlamaForCausalLM"], ["Eagle3Speculator"])
         finally:
             await session.conn.close()
@@ -140,6 +143,15 @@ def test_a_draft_shorter_than_its_target_stops_the_releases_that_refuse_it(sglan
     found = preflight(sglang_python(version), tmp_path / "bare", LLAMA_TARGET, LLAMA_DRAFT, env={})
     assert list(found) == (["draft-context"] if fires else [])  # SpecForge's 2048 against Llama-3.1's 131072
     assert preflight(sglang_python(version), tmp_path / "set", LLAMA_TARGET, LLAMA_DRAFT) == {}
+
+
+def test_a_name_the_source_quotes_is_found_where_it_is(sglang_python):
+    srt = package_dir(sglang_python("0.5.23")) / "srt"
+    found = subprocess.run(["sh", "-c", shell.file_quoting(str(srt), "LlamaForCausalLMEagle3")], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert found == str(srt / "model_loader" / "weight_utils.py")  # its weight loading names the class
+    none = subprocess.run(["sh", "-c", shell.file_quoting(str(srt), "Eagle3Speculator")], capture_output=True, text=True)
+    assert none.returncode == 0 and none.stdout == ""
 
 
 # -- the algorithm --------------------------------------------------------------------------------
