@@ -57,6 +57,10 @@ def test_demo_experiment_reproduces_the_story(project, demo, tmp_path):
     story = json.loads(orch(project, "show", str(listing[0]["id"]), "--json").stdout)
     fixed = json.loads(orch(project, "show", str(listing[1]["id"]), "--json").stdout)
     assert story["metrics"]["accept_len"] < 1.2 and "draft-rejected" in story["flags"]
+    # the preflight said so before anything changed; the story variant allows it to show the result
+    [caught] = [f for f in story["preflight"] if f["code"] == "algorithm-not-eagle3"]
+    assert caught["severity"] == "error" and caught["allowed"] is True and "EAGLE3" in caught["fix"]
+    assert "preflight ERROR (allowed)" in done.stdout
     assert fixed["metrics"]["accept_len"] > 2.0 and fixed["flags"] == []
     width = lambda rec: {d["fields"]["shape"] for d in rec["debug_lines"]}
     (s_shape,), (f_shape,) = width(story), width(fixed)
