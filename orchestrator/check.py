@@ -16,7 +16,9 @@ from .spec import RunPlan, Spec
 
 async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> list[dict[str, Any]]:
     """One group per (variant, host): flags the host's SGLang would reject, patches that would not
-    apply or would leave a file that does not compile, then the checkpoint findings. Checkpoints of the experiment are read from their local (transformed) copies."""
+    apply or would leave a file that does not compile, then the checkpoint findings (an error the
+    experiment allows comes marked `allowed`). Checkpoints are read from their local (transformed)
+    copies."""
     prepared = {c.name: await asyncio.to_thread(checkpoint.prepare, c) for c in spec.checkpoints}
     groups: list[dict[str, Any]] = []
     for name, queue in execute.schedule(plans, hosts).items():
@@ -41,7 +43,7 @@ async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, flag_set: 
                                       script)
     overlay = {context["checkpoints"][n]: p.folder for n, p in prepared.items()}
     found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
-                                             plan.patches, overlay, session.packages)
+                                             plan.patches, overlay, session.packages, allow=plan.allow)
     params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}
     return {"variant": plan.variant, "host": session.host.name, "params": params,
             "findings": flag_findings + await _patch_findings(session, plan) + [f.as_json() for f in found]}

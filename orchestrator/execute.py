@@ -212,10 +212,11 @@ async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report
     overlay = {context["checkpoints"][c.name]: (await asyncio.to_thread(checkpoint.prepare, c)).folder
                for c in spec.checkpoints}
     found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
-                                             plan.patches, overlay, session.packages)
+                                             plan.patches, overlay, session.packages, allow=plan.allow)
     for f in found:
-        report(label, f"preflight {f.severity.upper()}: {f.what}\nwhy: {f.why}\nfix: {f.fix}")
-    bad = preflight.errors(found)
+        report(label, f"preflight {f.severity.upper()}{' (allowed)' if f.allowed else ''}: {f.what}\n"
+                      f"why: {f.why}\nfix: {f.fix}")
+    bad = preflight.blocking(found, plan.allow)
     if bad:
         raise preflight_run.PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: "
                                            f"{bad[0].what}; fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")

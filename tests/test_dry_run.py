@@ -4,25 +4,51 @@ byte as it was, every time."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from test_check import broken_drafts, with_checkpoint
 from test_run import orch, snapshot
 
 CKPT = "{{ host.rehearsal }}/checkpoints"
-BROKEN_DRAFT = ("--set", f"model_path={CKPT}/llama-target", "--set", f"draft_model_path={CKPT}/eagle3-draft-layers0")
+BROKEN_DRAFT = ("--set", f"draft_model_path={CKPT}/eagle3-draft-layers0")
+EXPERIMENT = f"""\
+name: dry
+hosts: [local]
+template: ../templates/sglang_launch.sh.j2
+params:
+  model_path: "{CKPT}/llama-target"
+  draft_model_path: "{CKPT}/eagle3-draft"
+  tp_size: 1
+  mem_fraction_static: 0.85
+  num_continuous_decode_steps: 1
+  disable_cuda_graph: false
+  speculative_algorithm: EAGLE3
+  speculative_num_steps: 3
+  speculative_eagle_topk: 1
+  speculative_num_draft_tokens: 4
+  port: 30000
+env:
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
+patches:
+  debug-hidden-states:
+    file: sglang:srt/models/llama_eagle3.py
+    find: "hidden_states = forward_batch.spec_info.hidden_states"
+    insert_after: |
+      print("[EAGLE3-DEBUG]", hidden_states.shape, flush=True)
+variants:
+  v:
+    patches: [debug-hidden-states]
+"""
 
 
 @pytest.fixture
 def demo(project: Path) -> Path:
-    """The demo experiment on a rehearsal host that already holds the rehearsal SGLang."""
-    spec = project / "experiments" / "eagle_debug.yaml"
-    shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", spec)
-    installed = orch(project, "check", str(spec), "--variant", "baseline")
+    """An EAGLE-3 experiment on a rehearsal host that already holds the rehearsal SGLang."""
+    spec = project / "experiments" / "dry.yaml"
+    spec.write_text(EXPERIMENT)
+    installed = orch(project, "check", str(spec))
     assert installed.returncode in (0, 2), installed.stdout + installed.stderr
     return spec
 
@@ -30,7 +56,7 @@ def demo(project: Path) -> Path:
 def dry_run(project: Path, spec: Path, *args: str):
     """The dry run's result, and whether the host (workdir, rehearsal SGLang) was left unchanged."""
     before = snapshot(project / "host")
-    done = orch(project, "run", str(spec), "--dry-run", "--variant", "baseline", "--set", "port=1", *args)
+    done = orch(project, "run", str(spec), "--dry-run", "--set", "port=1", *args)
     return done, snapshot(project / "host") == before
 
 
@@ -67,7 +93,18 @@ def test_a_dry_run_stops_at_a_preflight_error_unless_told_to_skip_it(project, de
 
 def test_a_dry_run_reads_checkpoints_from_their_local_copies(project, demo, tmp_path):
     with_checkpoint(demo, broken_drafts(tmp_path / "drafts")["fc2"])
-    done, unchanged = dry_run(project, demo, "--set", f"model_path={CKPT}/llama-target")
+    done, unchanged = dry_run(project, demo)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "error: preflight:" in done.stderr and "128 inputs" in done.stderr
     assert unchanged and not (project / "host" / "ckpt").exists()  # nothing pushed
+
+
+def test_a_dry_run_passes_an_error_the_experiment_allows(project, demo):
+    story = ("--set", "speculative_algorithm=EAGLE")  # an EAGLE-3 draft without capture: the story's command
+    done, unchanged = dry_run(project, demo, *story)
+    assert done.returncode == 2 and "algorithm" in done.stderr and unchanged, done.stdout + done.stderr
+    demo.write_text(demo.read_text().replace("    patches: [debug-hidden-states]\n",
+                                             "    patches: [debug-hidden-states]\n    preflight: {allow: [algorithm-not-eagle3]}\n"))
+    allowed, unchanged = dry_run(project, demo, *story)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "preflight ERROR (allowed):" in allowed.stdout and unchanged

@@ -136,19 +136,19 @@ def test_orch_run_stops_at_a_misspelt_flag_and_changes_nothing(project):
         return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=env,
                               capture_output=True, text=True, timeout=120)
 
-    orch("run", str(spec), "--variant", "baseline", "--dry-run", "--set", "port=1")  # installs the rehearsal
+    orch("run", str(spec), "--variant", "fixed", "--dry-run", "--set", "port=1")  # installs the rehearsal
     before = {p: p.read_bytes() for p in (project / "host").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    done = orch("run", str(spec), "--variant", "baseline", "--set", f"port={free_port()}")
+    done = orch("run", str(spec), "--variant", "fixed", "--set", f"port={free_port()}")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "has no flag --speculative-num-stpes" in done.stdout and "closest: --speculative-num-steps" in done.stdout
     after = {p: p.read_bytes() for p in (project / "host").rglob("*") if p.is_file() and "__pycache__" not in p.parts
              and "runs" not in p.relative_to(project / "host").parts}
     assert after == before
     assert not list((project / "host").glob("runs/*/launch.sh"))
-    checked = orch("check", str(spec), "--variant", "baseline", "--json")
+    checked = orch("check", str(spec), "--variant", "fixed", "--json")
     assert checked.returncode == 2, checked.stdout + checked.stderr
     codes = [f["code"] for g in json.loads(checked.stdout) for f in g["findings"]]
-    assert "flag-unknown" in codes and "flag-deprecated" in codes
+    assert "flag-unknown" in codes
 
 
 def test_boolean_optional_flags_accept_their_no_forms(sglang_python):

@@ -31,7 +31,7 @@ def check(
         ui.raw(dumps(groups) + "\n")
     else:
         ui.findings(groups)
-    bad = any(f["severity"] == "error" for g in groups for f in g["findings"])
+    bad = any(f["severity"] == "error" and not f.get("allowed") for g in groups for f in g["findings"])
     raise typer.Exit(EXIT_BAD_INPUT if bad else EXIT_OK)
 
 
