@@ -102,6 +102,32 @@ def test_a_block_scalar_replace_is_reindented_and_compiles(version, sglang_pytho
     compile(patched, str(target), "exec")
 
 
+def compile_over(host: Host, prepared: list[patchcheck.Prepared]) -> list[patchcheck.Broken]:
+    async def go():
+        conn = await connect(host)
+        try:
+            return await patchcheck.broken(conn, host, prepared)
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def test_the_real_file_patched_is_compiled_over_a_real_sshd(sglang_python, sshd_box, no_user_ssh, tmp_path):
+    python = sglang_python(VERSIONS[0])
+    target = package_dir(python) / "srt" / "models" / "llama_eagle3.py"
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd_box.known_line())
+    host = sshd_box.host(known, tmp_path / "work", python=str(python))
+    text = target.read_bytes()
+    patch = PatchDef("debug", str(target), "e.yaml:1", ANCHOR, "replace", ANCHOR)
+    broken = text.replace(ANCHOR.encode(), ANCHOR.replace("= ", "= (").encode())
+    assert compile_over(host, [(patch, str(target), text, text)]) == []
+    [found] = compile_over(host, [(patch, str(target), text, broken)])
+    assert found.line == anchor_line(target) and found.message == "SyntaxError: '(' was never closed"
+    assert not (tmp_path / "work").exists()
+
+
 def test_stacked_patches_blame_the_one_the_file_stops_compiling_from(tmp_path):
     host = Host(name="here", transport="local", workdir=str(tmp_path), python=sys.executable)
     source = b"def f():\n    return 1\n"
@@ -109,20 +135,15 @@ def test_stacked_patches_blame_the_one_the_file_stops_compiling_from(tmp_path):
     broken = source.replace(b"return 1", b"return (1")
     first, second = (PatchDef(n, "/x.py", f"e.yaml:{i}", "return", "replace", "return") for i, n in enumerate("ab", 1))
 
-    async def blame(states: list[bytes]) -> list[patchcheck.Broken]:
-        conn = await connect(host)
-        try:
-            prepared = [(p, "/x.py", source, after) for p, after in zip((first, second), states)]
-            return await patchcheck.broken(conn, host, prepared)
-        finally:
-            await conn.close()
+    def blame(states: list[bytes]) -> list[patchcheck.Broken]:
+        return compile_over(host, [(p, "/x.py", source, after) for p, after in zip((first, second), states)])
 
-    assert asyncio.run(blame([fine, fine])) == []
-    [late] = asyncio.run(blame([fine, broken]))
+    assert blame([fine, fine]) == []
+    [late] = blame([fine, broken])
     assert late.patch is second and late.line == 2 and late.message == "SyntaxError: '(' was never closed"
-    [early] = asyncio.run(blame([broken, broken + b"# still broken\n"]))
+    [early] = blame([broken, broken + b"# still broken\n"])
     assert early.patch is first
-    assert asyncio.run(blame([broken, fine])) == []  # the second patch mended it: the run's file compiles
+    assert blame([broken, fine]) == []  # the second patch mended it: the run's file compiles
     assert not list(tmp_path.iterdir())  # compiled in memory: nothing written
 
 
