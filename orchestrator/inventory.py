@@ -131,7 +131,8 @@ def _host(name: str, body: yamlfile.Located) -> Host:
     def text(key: str) -> str | None:
         value = body.get(key)
         if isinstance(value, (dict, list, bool)):
-            raise SpecError(f"{body.where(key)}: host '{name}' `{key}` must be text, got {type(value).__name__}")
+            kind = "a mapping" if isinstance(value, dict) else "a list" if isinstance(value, list) else repr(value)
+            raise SpecError(f"{body.where(key)}: host '{name}' `{key}` must be text, got {kind}")
         return None if value is None else str(value)
 
     return Host(

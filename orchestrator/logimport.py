@@ -149,6 +149,7 @@ def record(store: Store, source: LogSource, name: str | None, params: dict[str, 
     """Store one run from a server log; failed when the log holds a known failure."""
     data = source.data
     report = logs.parse_log_bytes(data, debug_pattern)
+    require_server_lines(report, source)
     args, warnings = args_warnings(report.server_args, source.where)
     command = launch_command(args) if args else ""
     run_params = {mine: args[theirs] for theirs, mine in PARAMS_FROM_ARGS.items() if args.get(theirs) is not None}
@@ -174,6 +175,16 @@ def record(store: Store, source: LogSource, name: str | None, params: dict[str, 
                      diagnosis={"kind": diagnosis.kind, "summary": diagnosis.summary,
                                 "evidence": list(diagnosis.evidence)} if diagnosis else None)
     return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command, tuple(warnings))
+
+
+def require_server_lines(report: logs.LogReport, source: LogSource) -> None:
+    """A file with no line SGLang writes (`server_args=`, a batch line, the ready line, a known
+    failure) is no server log: random bytes or the wrong file, refused before anything is stored."""
+    if report.server_args or report.decode or report.prefill or report.ready or report.diagnosis:
+        return
+    what = "is empty" if not source.data.strip() else (
+        "holds no SGLang line (no `server_args=`, no Prefill or Decode batch line, no ready line, no known failure)")
+    raise SpecError(f"{source.where}: {what}; give the log SGLang's server wrote (nothing was recorded)")
 
 
 def _store_rows(store: Store, run: Run, report: logs.LogReport, metrics: dict[str, Any]) -> None:

@@ -17,7 +17,8 @@ from . import secrets, shell
 from .errors import SpecError
 
 
-def _environment(search: Path) -> jinja2.Environment:
+def environment(search: Path) -> jinja2.Environment:
+    """The sandboxed environment templates render (and are parsed) in, with the `q` and `qpath` filters."""
     env = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(search)),
         undefined=jinja2.StrictUndefined,
@@ -33,7 +34,7 @@ def _environment(search: Path) -> jinja2.Environment:
 
 def render_file(template: Path, context: dict[str, Any]) -> str:
     """Render a template file; errors name template:line and the missing value."""
-    env = _environment(template.parent)
+    env = environment(template.parent)
     try:
         return env.get_template(template.name).render(context)
     except jinja2.TemplateSyntaxError as exc:

@@ -192,8 +192,8 @@ def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         try:
             item.encode("utf-8")
         except UnicodeEncodeError:  # undecodable bytes of the command line, kept as surrogates
-            raise SpecError(f"--set {item.encode('utf-8', 'backslashreplace').decode()!r}: not UTF-8 text; "
-                            "give the value in UTF-8") from None
+            shown = item.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise SpecError(f"--set {shown}: not UTF-8 text; give the value in UTF-8") from None
         if key in params or (key.startswith("env.") and key[4:] in env):
             raise SpecError(f"--set {key}= is given twice; keep one")
         if key.startswith("env."):
@@ -304,7 +304,7 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
             diff_path = path.parent / str(body["diff"])
             if not diff_path.is_file():
                 raise SpecError(f"{body.where('diff')}: diff file {diff_path} not found")
-            patches[name] = PatchDef(name, body["file"], where, diff=diff_path.read_text())
+            patches[name] = PatchDef(name, body["file"], where, diff=_diff_text(diff_path, body.where("diff")))
             continue
         if not isinstance(body.get("find"), str) or not body["find"]:
             raise SpecError(f"{where}: patch '{name}' needs `find:` text (or `diff:` a unified diff file)")
@@ -318,6 +318,15 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
         count = _positive_int(body, "count", 1)
         patches[name] = PatchDef(name, body["file"], where, body["find"], actions[0], text, count)
     return patches
+
+
+def _diff_text(path: Path, where: str) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise SpecError(f"{where}: diff file {path} is not UTF-8 text; give a unified diff (diff -u)") from None
+    except OSError as exc:
+        raise SpecError(f"{where}: cannot read diff file {path} ({exc.strerror or exc})") from None
 
 
 def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...]:

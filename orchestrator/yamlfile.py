@@ -86,8 +86,10 @@ def read_text(path: Path) -> str:
 def loads(text: str, source: str) -> Located:
     try:
         loader = _Loader(text)
-    except yaml.YAMLError as exc:  # the reader checks the whole text first (control characters)
-        raise SpecError(f"{source}: not valid YAML text: {exc}") from None
+    except yaml.reader.ReaderError as exc:  # the reader checks the whole text first (control characters)
+        line = text[:exc.position].count("\n") + 1
+        character = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise SpecError(f"{source}:{line}: character {character!r} is not allowed in YAML; remove it") from None
     loader.source = source
     try:
         data = loader.get_single_data()
@@ -97,7 +99,7 @@ def loads(text: str, source: str) -> Located:
         hint = "; indent with spaces, not tabs" if "\t" in _line(text, mark) else ""
         raise SpecError(f"{source}{line}: YAML syntax error: {exc.problem}{hint}") from None
     except yaml.YAMLError as exc:  # a reader error (a control character) carries no problem mark
-        raise SpecError(f"{source}: not valid YAML text: {exc}") from None
+        raise SpecError(f"{source}: not valid YAML text: {' '.join(str(exc).split())}") from None
     finally:
         loader.dispose()
     if data is None:

@@ -62,8 +62,11 @@ def _split(values: Optional[str]) -> tuple[str, ...]:
 
 
 def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants: list[str]):
+    from .. import plancheck
+
     spec = specs.load(spec_path)
     plans = specs.expand(spec, overrides, tuple(variants))
+    plancheck.check(spec, plans, overrides)
     inv = inventories.load(settings.inventory)
     chosen = inv.select(_split(hosts) or spec.hosts)
     return spec, plans, chosen

@@ -47,6 +47,10 @@ def run(
     outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.progress, dry_run=dry_run))
     if not dry_run:
         ui.summary(outcomes)
+        # a plan that never became a run (its host refused, or could not be reached) is shown by
+        # nothing else: its error, once per host, on a line of its own below the table
+        for error in dict.fromkeys(o.error for o in outcomes if o.run_id is None and o.error):
+            ui.error(error)
     else:  # no runs, so no table: each error on its own line
         for o in outcomes:
             if o.error:

@@ -1,0 +1,199 @@
+"""The corpus of bad inputs (tests/bad_inputs/*.yaml): each is one clear line, the right exit code,
+no traceback, and nothing on the host changed.
+
+Every case is data: the files to write over a healthy project (tests/bad_inputs/base/), the `orch`
+command line, the exit code and a regex of the one error line. The real `orch` command runs in this
+process (its `main()`, as the `orch` script calls it) against a real rehearsal host on this machine,
+shared by every case and installed once; its workdir is compared file by file before and after.
+
+A case's keys:
+  id            its name (the test id)
+  experiment    the experiment file `exp.yaml`: a text replacing the base, or {edit: [[old, new]...],
+                append: text}; `old` must be in the base, so a changed base cannot make a case pass
+  inventory     the same for `inventory.yaml`
+  files         {path: text} more files (a template, a diff, a log ...)
+  bytes         {path: text} files written with `text.encode('latin-1')` (binary, Latin-1)
+  sparse        {path: size} files of that many zero bytes (a 50 MB file, without writing 50 MB)
+  folders       [path] empty folders (a directory given as a file, a checkpoint folder)
+  remove        [path] base files to delete
+  args          the command line after the global options
+  global        the global options (default: --db and --inventory of the case's project)
+  exit          the exit code (2 bad input, 3 a host)
+  error         a regex searched in the error line
+  anywhere      true: the error is in a run's progress line (stdout, wrapped), not the only line on stderr
+Placeholders in every text and argument: @WORKDIR@ (the host's workdir), @PROJECT@ (the case's
+folder), @FREE_PORT@, @BUSY_PORT@ (a port held by a listener), @CLOSED_PORT@ (nothing listens),
+@PYTHON@ (this Python), @NOT_UTF8@ (a command-line byte that is not UTF-8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import re
+import socket
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import ROOT, free_port
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+BASE = CORPUS / "base"
+TEMPLATE = ROOT / "templates" / "sglang_launch.sh.j2"
+KEYS = {"id", "experiment", "inventory", "files", "bytes", "sparse", "folders", "remove", "args", "global",
+        "exit", "error", "anywhere"}
+
+
+def load_cases() -> list[dict[str, Any]]:
+    cases = []
+    for path in sorted(CORPUS.glob("*.yaml")):
+        for case in yaml.safe_load(path.read_text()):
+            assert set(case) <= KEYS, (path.name, case.get("id"), set(case) - KEYS)
+            cases.append({**case, "source": path.name})
+    return cases
+
+
+CASES = load_cases()
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory):
+    """The corpus's rehearsal host: a workdir with the rehearsal SGLang installed (by a healthy
+    dry run), and a port held by a listener."""
+    workdir = tmp_path_factory.mktemp("corpus-host") / "work"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    places = {"@WORKDIR@": str(workdir), "@BUSY_PORT@": str(listener.getsockname()[1]),
+              "@CLOSED_PORT@": str(free_port()), "@PYTHON@": sys.executable, "@NOT_UTF8@": os.fsdecode(b"\xe9")}
+    project = build({"args": []}, tmp_path_factory.mktemp("corpus-install"), places)
+    code, out, err, crash = orch(project, ["run", "exp.yaml", "--dry-run"])
+    assert (code, crash) == (0, None), out + err + (crash or "")
+    yield workdir, places
+    listener.close()
+
+
+def apply(base: str, change: Any) -> str:
+    """A file's text: the base, replaced (a text), edited and/or appended to (a mapping)."""
+    if change is None:
+        return base
+    if isinstance(change, str):
+        return change
+    text = base
+    for old, new in change.get("edit", []):
+        assert old in text, f"{old!r} is not in the base file"
+        text = text.replace(old, new, 1)
+    return text + change.get("append", "")
+
+
+def build(case: dict[str, Any], folder: Path, places: dict[str, str]) -> Path:
+    """The case's project folder: the base files, changed as the case says."""
+    project = folder / "project"
+    project.mkdir()
+    fill = lambda text: _fill(text, {**places, "@PROJECT@": str(project)})
+    (project / "templates").mkdir()
+    (project / "templates" / "launch.sh.j2").write_text(TEMPLATE.read_text())
+    (project / "exp.yaml").write_text(fill(apply((BASE / "experiment.yaml").read_text(), case.get("experiment"))))
+    (project / "inventory.yaml").write_text(fill(apply((BASE / "inventory.yaml").read_text(), case.get("inventory"))))
+    for name in case.get("remove", []):
+        (project / name).unlink()
+    for name in case.get("folders", []):
+        (project / name).mkdir(parents=True, exist_ok=True)
+    for name, text in case.get("files", {}).items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(fill(text))
+    for name, text in case.get("bytes", {}).items():
+        (project / name).write_bytes(fill(text).encode("latin-1"))
+    for name, size in case.get("sparse", {}).items():
+        with open(project / name, "wb") as f:
+            f.truncate(size)
+    return project
+
+
+def _fill(text: str, places: dict[str, str]) -> str:
+    text = text.replace("@FREE_PORT@", str(free_port()))
+    for name, value in places.items():
+        text = text.replace(name, value)
+    return text
+
+
+def orch(project: Path, args: list[str], global_args: list[str] | None = None) -> tuple[Any, str, str, str | None]:
+    """`orch ARGS` in this process, as the `orch` script runs it: (exit code, stdout, stderr, the
+    traceback of an exception that escaped main(), if one did)."""
+    from orchestrator import cli
+
+    if global_args is None:
+        global_args = ["--db", f"sqlite:///{project / 'orch.db'}", "--inventory", str(project / "inventory.yaml")]
+    out, err = io.StringIO(), io.StringIO()
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    sys.argv = ["orch", *global_args, *args]
+    os.chdir(project)
+    code, crash = None, None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            cli.main()
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:  # what the `orch` script would print as a traceback
+        crash = traceback.format_exc()
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+    return code, out.getvalue(), err.getvalue(), crash
+
+
+def snapshot(folder: Path) -> dict[str, tuple[Any, ...]]:
+    """Every file and folder under `folder` (bytecode caches aside): kind, mode, and a file's hash."""
+    if not folder.exists():
+        return {}
+    found: dict[str, tuple[Any, ...]] = {}
+    for p in sorted(folder.rglob("*")):
+        if "__pycache__" in p.parts:
+            continue
+        mode = p.lstat().st_mode
+        found[str(p.relative_to(folder))] = (("file", mode, hashlib.sha256(p.read_bytes()).hexdigest())
+                                             if p.is_file() else ("other", mode))
+    return found
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_bad_input(case: dict[str, Any], host, tmp_path: Path) -> None:
+    workdir, places = host
+    project = build(case, tmp_path, places)
+    fill = lambda text: _fill(text, {**places, "@PROJECT@": str(project)})
+    args = [fill(a) for a in case["args"]]
+    global_args = [fill(a) for a in case["global"]] if "global" in case else None
+    before = snapshot(workdir)
+    code, out, err, crash = orch(project, args, global_args)
+    shown = f"{case['source']} {case['id']}: exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
+    assert crash is None, shown
+    assert "Traceback" not in out + err, shown
+    assert code == case["exit"], shown
+    if case.get("anywhere"):  # a progress line or table cell, wrapped to the terminal's width: unwrapped
+        lines = [" ".join((out + err).split())]
+    else:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), shown
+    assert any(re.search(fill(case["error"]), line) for line in lines), shown
+    assert snapshot(workdir) == before, shown
+
+
+def test_the_base_experiment_runs_and_succeeds(host, tmp_path: Path) -> None:
+    """The corpus's base is healthy: a real run of it succeeds, so every case fails by its own change."""
+    workdir, places = host
+    project = build({"args": []}, tmp_path, places)
+    code, out, err, crash = orch(project, ["run", "exp.yaml"])
+    assert (code, crash) == (0, None), out + err + (crash or "")
+    assert "succeeded" in out and not err.strip()
+
+
+def test_the_corpus_covers_at_least_100_cases() -> None:
+    assert len(CASES) >= 100
+    assert len({c["id"] for c in CASES}) == len(CASES), "case ids must be unique"
