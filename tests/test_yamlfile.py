@@ -16,7 +16,7 @@ from orchestrator.errors import SpecError
     ("tabs.yaml", b"name: x\nparams:\n\ttp_size: 8\n", r"tabs.yaml:3: YAML syntax error: .*indent with spaces, not tabs"),
     ("list.yaml", b"- a\n- b\n", r"list.yaml:1: expected a mapping of keys at the top level, got list"),
     ("twice.yaml", b"name: a\nname: b\n", r"twice.yaml:2: key 'name' is written twice"),
-    ("control.yaml", b"name: a\x07b\n", r"control.yaml: not valid YAML text"),
+    ("control.yaml", b"name: a\x07b\n", r"control.yaml:1: character '\\x07' is not allowed in YAML; remove it"),
 ])
 def test_bad_files(tmp_path, name, data, message):
     path = tmp_path / name
