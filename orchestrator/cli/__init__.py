@@ -30,6 +30,12 @@ hosts_app = typer.Typer(help="The hosts of the inventory.", invoke_without_comma
 app.add_typer(hosts_app, name="hosts")
 
 
+# `--set` of run, check and render: what a value on the command line becomes (spec.literal)
+SET_HELP = ("Override a param: key=value, or env.NAME=value. The value is text as written (not YAML: `/m #v2`, "
+            "`~` and `0x10` stay text); only a plain decimal number (8, 0.85) and true/false become a number "
+            "and a boolean.")
+
+
 class Settings:
     db: str = "sqlite:///orch.db"
     inventory: Path = Path("inventory.yaml")

@@ -11,14 +11,14 @@ import typer
 
 from .. import inventory as inventories, spec as specs, ui
 from ..errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
-from . import _load, _store, app, dumps, settings
+from . import SET_HELP, _load, _store, app, dumps, settings
 
 
 @app.command()
 def check(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
     hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
-    overrides: list[str] = typer.Option([], "--set", help="Override a param: key=value, or env.NAME=value."),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Check only these variants (repeatable)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:

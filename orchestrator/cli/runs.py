@@ -12,7 +12,7 @@ import typer
 
 from .. import spec as specs, ui
 from ..errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
-from . import _load, _store, app
+from . import SET_HELP, _load, _store, app
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def run(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
     hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
-    overrides: list[str] = typer.Option([], "--set", help="Override a param: key=value, or env.NAME=value."),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Run only these variants (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and check everything; change nothing."),
     resume: bool = typer.Option(False, "--resume", help="Skip plans that already have a succeeded run."),
@@ -85,7 +85,7 @@ def _unfinished(store: Store, plans: list[specs.RunPlan]) -> list[specs.RunPlan]
 def render(
     spec_path: Path = typer.Argument(..., metavar="SPEC"),
     hosts: Optional[str] = typer.Option(None, "--hosts"),
-    overrides: list[str] = typer.Option([], "--set"),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant"),
 ) -> None:
     """Print the launch script each run would use, without touching any host."""
