@@ -164,17 +164,17 @@ def where(request, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 # -- the crash matrix -------------------------------------------------------------------------
 
-# (variant, where the controller dies, the command that cleans up); aux-fix applies two patches,
+# (variant, where the controller dies, the command that cleans up); story applies two patches,
 # so its source writes are 1-2 applying and 3-4 reverting.
 MATRIX = [
-    ("baseline", ("backup", 1), "revert"),
-    ("baseline", ("record", 1), "run"),
-    ("baseline", ("source", 1), "revert"),      # after the rename: patched, pycache not yet dropped
-    ("aux-fix", ("backup", 2), "run"),           # first file patched, second only backed up
-    ("aux-fix", ("source", 2), "revert"),        # both patched, server not yet launched
-    ("aux-fix", ("workload", 1), "run"),         # SIGKILL from outside while requests are in flight
-    ("aux-fix", ("source", 3), "revert"),        # during revert: one file restored, its record kept
-    ("baseline", ("source", 2), "run"),          # during revert: restored, record not yet deleted
+    ("story", ("backup", 1), "revert"),
+    ("story", ("record", 1), "run"),
+    ("story", ("source", 1), "revert"),         # after the rename: patched, pycache not yet dropped
+    ("story", ("backup", 2), "run"),            # first file patched, second only backed up
+    ("story", ("source", 2), "revert"),         # both patched, server not yet launched
+    ("story", ("workload", 1), "run"),          # SIGKILL from outside while requests are in flight
+    ("story", ("source", 3), "revert"),         # during revert: one file restored, its record kept
+    ("story", ("source", 4), "run"),            # during revert: all restored, the last record not yet deleted
 ]
 SSHD_MATRIX = [MATRIX[2], MATRIX[5], MATRIX[6]]
 CASES = [pytest.param("local", *m, id=f"local-{m[0]}-{m[1][0]}{m[1][1]}-{m[2]}") for m in MATRIX] + [
@@ -203,7 +203,7 @@ def test_sigkill_at_a_stage_boundary_then_next_command_restores_everything(proje
     assert (project / "host" / "lock").exists()
 
     if cleanup == "run":
-        done = orch(project, "run", str(spec), "--variant", "baseline", "--set", f"port={free_port()}")
+        done = orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
     else:
         done = orch(project, "revert", "--host", "local")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -238,7 +238,7 @@ def test_kill_before_any_patch_marks_the_run_interrupted_without_patches(project
     tells the next command that its run died."""
     spec = demo(project)
     assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0
-    proc = start_orch(project, "run", str(spec), "--variant", "baseline", "--set", f"port={free_port()}",
+    proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}",
                       crash=("backup", 1))
     proc.communicate(timeout=120)
     shutil.rmtree(project / "host" / "journal")  # as if it died just before its first backup
@@ -254,7 +254,7 @@ def test_a_reused_pid_in_a_dead_runs_pid_file_is_not_signalled(project):
     recovery checks the run mark in the group's environment and leaves a stranger alone."""
     spec = demo(project, requests=2000)
     assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0
-    proc = start_orch(project, "run", str(spec), "--variant", "baseline", "--set", f"port={free_port()}")
+    proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
     read_until(proc, "sending")
     proc.kill()
     proc.communicate(timeout=60)
@@ -282,7 +282,7 @@ def test_file_edited_by_hand_during_a_run_is_not_overwritten(project, where):
     spec = demo(project, requests=64)
     assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0  # installs the rehearsal
     original = installed(project)
-    proc = start_orch(project, "run", str(spec), "--variant", "baseline", "--set", f"port={free_port()}")
+    proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
     read_until(proc, "server launched")
     target = project / "host" / "rehearsal" / "sglang" / "srt" / "models" / "llama_eagle3.py"
     edited = target.read_text() + "# edited by hand during the run\n"

@@ -22,7 +22,7 @@ CASES = {
     "died": ("env: {ORCH_REHEARSAL_FAIL: scheduler-died}", "scheduler-died", ["rank 0", "-9"]),
     "crash-mid-run": ("env: {ORCH_REHEARSAL_FAIL: scheduler-exception}", "scheduler-exception",
                       ["illegal memory access"]),
-    "aux-capture": ("env: {ORCH_REHEARSAL_FAIL: aux-capture}", "missing-aux-capture",
+    "aux-capture": ('params: {model_path: "{{ host.rehearsal }}/checkpoints/kimi-k25-target"}', "missing-aux-capture",
                     ["KimiK25ForConditionalGeneration", "set_eagle3_layers_to_capture"]),
     "context-length": ('env: {SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "0"}', "context-length",
                        ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"]),
@@ -34,7 +34,7 @@ name: failures
 hosts: [local]
 template: ../templates/sglang_launch.sh.j2
 params:
-  model_path: "{{ host.rehearsal }}/checkpoints/kimi-k25-target"
+  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
   draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
   tp_size: 2
   mem_fraction_static: 0.85

@@ -9,7 +9,9 @@ network only), so the tests check them directly.
 
 from __future__ import annotations
 
+import functools
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,8 +19,9 @@ import pytest
 
 import sshd
 from conftest import ROOT
+from orchestrator import sim
 from test_run import snapshot
-from test_ssh_run import SHIPPED, orch, read_until, record, server_gone, start_orch
+from test_ssh_run import orch, read_until, record, server_gone, start_orch
 
 pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")
 
@@ -56,12 +59,19 @@ def fleet_project(project: Path, fleet: sshd.Fleet, index: int, requests: int = 
 
 
 def run_baseline(project: Path, name: str, *extra: str):
-    return start_orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", name, "--variant", "baseline",
+    return start_orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", name, "--variant", "story",
                       "--set", "port=30000", *extra)
 
 
+@functools.lru_cache(maxsize=1)
+def shipped() -> dict[str, str]:
+    """The rehearsal tree of the hosts' release (the default one) as orch assembles it."""
+    with tempfile.TemporaryDirectory() as folder:
+        return snapshot(sim.assemble(sim.DEFAULT_RELEASE, Path(folder)))
+
+
 def untouched(workdir: Path) -> bool:
-    return snapshot(workdir / "rehearsal" / "sglang") == snapshot(SHIPPED)
+    return snapshot(workdir / "rehearsal" / "sglang") == shipped()
 
 
 def test_link_cut_while_the_server_starts_reconnects_and_the_run_succeeds(project, fleet):
@@ -141,11 +151,11 @@ def test_sshd_killed_mid_run_fails_it_and_the_next_run_reverts_first(project, fl
     finally:
         server.relaunch()
     fleet_project(project, fleet, 3, requests=16)
-    again = orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", name, "--variant", "baseline",
+    again = orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", name, "--variant", "story",
                  "--set", "port=30000")
     assert again.returncode == 0, again.stdout + again.stderr
     out = again.stdout
-    assert out.index("reverting 1 patch(es) left applied") < out.index("run 2 (")  # before the new run starts
+    assert out.index("reverting 2 patch(es) left applied") < out.index("run 2 (")  # before the new run starts
     assert untouched(workdir) and server_gone(workdir, first["uid"])
     runs = json.loads(orch(project, "ls", "--json").stdout)
     assert [r["status"] for r in runs] == ["failed", "succeeded"]

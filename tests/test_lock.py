@@ -150,13 +150,13 @@ def test_second_orch_run_on_a_busy_host_exits_3_and_changes_nothing(project, whe
     spec = demo(project, requests=3000)
     assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0  # installs the rehearsal
     original = installed(project)
-    first = start_orch(project, "run", str(spec), "--variant", "baseline", "--set", f"port={free_port()}")
+    first = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
     try:
         read_until(first, "sending")
         owner = json.loads((project / "host" / "lock").read_text())
         journal = {str(p): p.read_bytes() for p in (project / "host" / "journal").rglob("*") if p.is_file()}
         tree = snapshot(project / "host" / "rehearsal")
-        second = orch(project, "run", str(spec), "--variant", "aux-fix", "--set", f"port={free_port()}")
+        second = orch(project, "run", str(spec), "--variant", "fixed", "--set", f"port={free_port()}")
         assert second.returncode == EXIT_HOST, second.stdout + second.stderr
         text = " ".join(second.stdout.split())
         assert f"busy: {project / 'host' / 'lock'} is held by controller {owner['controller']} pid {first.pid}" in text
@@ -164,7 +164,7 @@ def test_second_orch_run_on_a_busy_host_exits_3_and_changes_nothing(project, whe
         assert json.loads((project / "host" / "lock").read_text())["token"] == owner["token"]
         assert {str(p): p.read_bytes() for p in (project / "host" / "journal").rglob("*") if p.is_file()} == journal
         assert snapshot(project / "host" / "rehearsal") == tree
-        assert [r["variant"] for r in records(project)] == ["baseline"]  # no run recorded for the refused one
+        assert [r["variant"] for r in records(project)] == ["story"]  # no run recorded for the refused one
         revert = orch(project, "revert", "--host", "local")  # nor may a revert undo a live run's patches
         assert revert.returncode == EXIT_HOST and "busy" in revert.stderr
         assert snapshot(project / "host" / "rehearsal") == tree

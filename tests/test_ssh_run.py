@@ -15,11 +15,9 @@ import pytest
 
 import sshd
 from conftest import ROOT, free_port
-from test_run import snapshot
+from test_run import shipped, snapshot
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
-
-SHIPPED = ROOT / "orchestrator" / "sim" / "sglang"
 
 
 @pytest.fixture(autouse=True)
@@ -94,23 +92,23 @@ def server_gone(workdir: Path, uid: str) -> bool:
     return False
 
 
-def test_eagle_debug_over_ssh_gives_the_local_results_and_leaves_files_identical(project, box):
+def test_eagle_debug_over_ssh_gives_the_local_results_and_leaves_files_identical(project, box, tmp_path):
     workdir = ssh_project(project, box)
     done = orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", "box", "--set", f"port={free_port()}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "installing the rehearsal SGLang" in done.stdout
     runs = json.loads(orch(project, "ls", "--json").stdout)
-    assert [(r["variant"], r["host"], r["status"]) for r in runs] == [("baseline", "box", "succeeded"),
-                                                                      ("aux-fix", "box", "succeeded")]
-    baseline, fixed = record(project, str(runs[0]["id"])), record(project, str(runs[1]["id"]))
-    assert baseline["metrics"]["accept_len"] < 1.2 and "draft-rejected" in baseline["flags"]
+    assert [(r["variant"], r["host"], r["status"]) for r in runs] == [("story", "box", "succeeded"),
+                                                                      ("fixed", "box", "succeeded")]
+    story, fixed = record(project, str(runs[0]["id"])), record(project, str(runs[1]["id"]))
+    assert story["metrics"]["accept_len"] < 1.2 and "draft-rejected" in story["flags"]
     assert fixed["metrics"]["accept_len"] > 2.0 and fixed["flags"] == []
-    assert (hidden_width(baseline), hidden_width(fixed)) == (64, 192)
-    patches = baseline["patches"] + fixed["patches"]
-    assert len(patches) == 3 and all(p["state"] == "reverted" for p in patches)
+    assert (hidden_width(story), hidden_width(fixed)) == (64, 192)
+    patches = story["patches"] + fixed["patches"]
+    assert len(patches) == 5 and all(p["state"] == "reverted" for p in patches)
     assert all(p["file"].startswith(f"{workdir}/rehearsal/sglang/") for p in patches)
     # provisioned over SFTP, byte-identical to the shipped tree after both runs, journal empty
-    assert snapshot(workdir / "rehearsal" / "sglang") == snapshot(SHIPPED)
+    assert snapshot(workdir / "rehearsal" / "sglang") == shipped(tmp_path)
     assert not list((workdir / "journal").rglob("*.json"))
     assert "[EAGLE3-DEBUG]" in orch(project, "logs", str(runs[0]["id"])).stdout
 
@@ -132,11 +130,11 @@ def test_untrusted_host_key_exits_3_and_changes_nothing(project, box, tmp_path, 
     assert json.loads(orch(project, "ls", "--json").stdout) == []
 
 
-def test_dropped_connection_while_the_server_starts_reconnects_and_the_run_succeeds(project, box):
+def test_dropped_connection_while_the_server_starts_reconnects_and_the_run_succeeds(project, box, tmp_path):
     """The per-connection sshd processes are killed while orch waits for readiness (sshd itself keeps
     listening): the server started with setsid keeps running, orch reconnects and finishes the run."""
     workdir = ssh_project(project, box)
-    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", "box", "--variant", "baseline",
+    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", "box", "--variant", "story",
                       "--set", f"port={free_port()}", "--set", "env.ORCH_REHEARSAL_LOAD_SECONDS=4")
     seen = read_until(proc, "waiting for it to be ready")
     assert box.drop_connections() > 0
@@ -146,5 +144,5 @@ def test_dropped_connection_while_the_server_starts_reconnects_and_the_run_succe
     assert rec["status"] == "succeeded" and rec["metrics"]["accept_len"] < 1.2
     assert [e["kind"] for e in rec["events"]].count("launched") == 1  # the same server, not a second one
     assert all(p["state"] == "reverted" for p in rec["patches"])
-    assert snapshot(workdir / "rehearsal" / "sglang") == snapshot(SHIPPED)
+    assert snapshot(workdir / "rehearsal" / "sglang") == shipped(tmp_path)
     assert server_gone(workdir, rec["uid"])
