@@ -115,7 +115,7 @@ def _host(name: str, body: yamlfile.Located) -> Host:
     yamlfile.require_mapping(env, body.where("env"), f"host '{name}' env")
     for key, value in env.items():
         if not ENV_NAME.match(str(key)):
-            raise SpecError(f"{env.where(key)}: '{key}' is not a valid environment variable name")
+            raise SpecError(f"{env.where(key)}: {key!r} is not a valid environment variable name")
         if isinstance(value, (dict, list)) or value is None:
             raise SpecError(f"{env.where(key)}: host '{name}' env value of {key} must be a string or number")
     tags = body.get("tags") or []

@@ -27,6 +27,8 @@ METRICS = (
     "workload_s", "output_tok_s", "startup_s",
 )
 WHOLE_NUMBERS = {"port": (1, 65535), "tp_size": (1, None)}
+# `params.items()` and the like read every param: `params.NAME` is a param only for other names
+DICT_METHODS = {"items", "keys", "values", "get"}
 
 
 def check(spec: Spec, plans: list[RunPlan], overrides: list[str]) -> None:
@@ -39,10 +41,10 @@ def check(spec: Spec, plans: list[RunPlan], overrides: list[str]) -> None:
             raise SpecError(f"--set {key}={_shown(given[key])}: overrides the matrix's `{key}` "
                             f"({_where(located, 'matrix', key)}), so every run of the matrix would be the same; drop one")
         if used is not None and key not in used:
-            raise SpecError(f"{_where(located, 'matrix', key)}: matrix key '{key}' {_unread(key, spec, used)}")
+            raise SpecError(f"{_where(located, 'matrix', key)}: matrix key {key!r} {_unread(key, spec, used)}")
     for key, value in given.items():
         if used is not None and key not in used:
-            raise SpecError(f"--set {key}={_shown(value)}: param '{key}' {_unread(key, spec, used)}")
+            raise SpecError(f"--set {key}={_shown(value)}: param {key!r} {_unread(key, spec, used)}")
         for path in (("params", key), *(("variants", v.name, "params", key) for v in spec.variants)):
             if _has(located, path) and isinstance(_value(located, path), (list, dict)):
                 raise SpecError(f"--set {key}={_shown(value)}: the experiment's `{key}` is a "
@@ -54,7 +56,7 @@ def check(spec: Spec, plans: list[RunPlan], overrides: list[str]) -> None:
                 close = yamlfile.did_you_mean(metric, METRICS)
                 hint = f"{close} (metrics: {', '.join(METRICS)})" if close.startswith("did") else f"metrics: {', '.join(METRICS)}"
                 raise SpecError(f"{_where(located, 'variants', variant.name, 'expect', metric)}: expect key "
-                                f"'{metric}' of variant '{variant.name}' is not a metric a run records; {hint}")
+                                f"{metric!r} of variant '{variant.name}' is not a metric a run records; {hint}")
     for plan in plans:
         for name, bounds in WHOLE_NUMBERS.items():
             if name in plan.params:
@@ -103,12 +105,12 @@ def _names_read(tree: nodes.Template, where: str, text: str) -> set[str] | None:
     def visit(node: nodes.Node, parent: nodes.Node | None, grandparent: nodes.Node | None) -> None:
         nonlocal dynamic
         if isinstance(node, nodes.Name) and node.name == "params":
-            if isinstance(parent, nodes.Getattr) and parent.attr != "get":
+            if isinstance(parent, nodes.Getattr) and parent.attr not in DICT_METHODS:
                 names.add(parent.attr)
             elif isinstance(parent, nodes.Getitem) and isinstance(parent.arg, nodes.Const):
                 names.add(str(parent.arg.value))
-            elif (isinstance(parent, nodes.Getattr) and isinstance(grandparent, nodes.Call) and grandparent.args
-                  and isinstance(grandparent.args[0], nodes.Const)):
+            elif (isinstance(parent, nodes.Getattr) and parent.attr == "get" and isinstance(grandparent, nodes.Call)
+                  and grandparent.args and isinstance(grandparent.args[0], nodes.Const)):
                 names.add(str(grandparent.args[0].value))
             else:
                 dynamic = True

@@ -118,7 +118,7 @@ def load(path: Path) -> Spec:
     patches = _patches(data, path)
     variants = _variants(data, patches)
     template = Path(os.path.normpath(path.parent / str(data.get("template", "../templates/sglang_launch.sh.j2"))))
-    if not template.is_file():
+    if not _is_file(template):
         raise SpecError(f"{data.where('template')}: template {template} not found; fix `template:`")
     debug_pattern = str(data.get("debug_pattern", DEFAULT_DEBUG_PATTERN))
     try:
@@ -199,7 +199,7 @@ def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         if key.startswith("env."):
             name = key[4:]
             if not ENV_NAME.match(name):
-                raise SpecError(f"--set {item!r}: '{name}' is not a valid environment variable name")
+                raise SpecError(f"--set {item!r}: {name!r} is not a valid environment variable name")
             env[name] = value
         else:
             params[key] = literal(value)
@@ -260,7 +260,7 @@ def _env(data: Located, key: str) -> dict[str, str]:
     mapping = _mapping(data, key)
     for name, value in mapping.items():
         if not ENV_NAME.match(name):
-            raise SpecError(f"{mapping.where(name)}: '{name}' is not a valid environment variable name")
+            raise SpecError(f"{mapping.where(name)}: {name!r} is not a valid environment variable name")
         if isinstance(value, (dict, list)) or value is None:
             raise SpecError(f"{mapping.where(name)}: env value of {name} must be a string or number")
         env[name] = str(value).lower() if isinstance(value, bool) else str(value)
@@ -293,6 +293,7 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
     mapping = _mapping(data, "patches")
     for name, body in mapping.items():
         where = mapping.where(name)
+        identifiers.identifier(name, where, "patch name", "rename the patch")
         body = yamlfile.require_mapping(body, where, f"patch '{name}'")
         yamlfile.check_keys(body, {"file", "find", "count", "diff", *PATCH_ACTIONS}, f"patch '{name}'")
         if not isinstance(body.get("file"), str) or not body["file"]:
@@ -302,7 +303,7 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
             if "find" in body or actions:
                 raise SpecError(f"{where}: patch '{name}' has `diff:` and `find:`; use one of them")
             diff_path = path.parent / str(body["diff"])
-            if not diff_path.is_file():
+            if not _is_file(diff_path):
                 raise SpecError(f"{body.where('diff')}: diff file {diff_path} not found")
             patches[name] = PatchDef(name, body["file"], where, diff=_diff_text(diff_path, body.where("diff")))
             continue
@@ -318,6 +319,21 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
         count = _positive_int(body, "count", 1)
         patches[name] = PatchDef(name, body["file"], where, body["find"], actions[0], text, count)
     return patches
+
+
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False for a name the system cannot look up at all (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _diff_text(path: Path, where: str) -> str:
@@ -344,7 +360,7 @@ def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...
         for patch in names:
             if patch not in patches:
                 known = ", ".join(patches) or "none defined"
-                raise SpecError(f"{body.where('patches')}: variant '{name}' uses unknown patch '{patch}'; patches: {known}")
+                raise SpecError(f"{body.where('patches')}: variant '{name}' uses unknown patch {patch!r}; patches: {known}")
         expect = {k: str(v) for k, v in _mapping(body, "expect").items()}
         for metric, rule in expect.items():
             parse_expectation(rule, body.where("expect"))
@@ -386,7 +402,7 @@ def _matrix(data: Located) -> dict[str, tuple[Any, ...]]:
     mapping = _mapping(data, "matrix")
     for key, values in mapping.items():
         if not isinstance(values, list) or not values:
-            raise SpecError(f"{mapping.where(key)}: matrix '{key}' must be a non-empty list of values")
+            raise SpecError(f"{mapping.where(key)}: matrix {key!r} must be a non-empty list of values")
         result[key] = tuple(values)
     return result
 
@@ -397,7 +413,7 @@ def _workload(data: Located, path: Path) -> Workload:
     prompts = body.get("prompts")
     if prompts is not None:
         prompts_path = path.parent / str(prompts)
-        if not prompts_path.is_file():
+        if not _is_file(prompts_path):
             raise SpecError(f"{body.where('prompts')}: prompts file {prompts_path} not found")
         prompts = str(prompts_path)
     return Workload(
@@ -436,10 +452,10 @@ def _checkpoints(data: Located, path: Path) -> tuple[CheckpointDef, ...]:
             raise SpecError(f"{where}: a checkpoint needs `name`, `src` (a local folder) and `dest` (a host path)")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in found:
             raise SpecError(f"{where}: checkpoint name {name!r} must be a unique identifier (templates use checkpoints.{name})")
-        folder = (path.parent / src).resolve()
-        if not folder.is_dir():
+        folder = Path(os.path.abspath(path.parent / src))
+        if not _is_dir(folder):
             raise SpecError(f"{body.where('src')}: checkpoint '{name}': src {folder} is not a folder")
-        found[name] = CheckpointDef(name, folder, dest, where, _transforms(body, name))
+        found[name] = CheckpointDef(name, folder.resolve(), dest, where, _transforms(body, name))
     return tuple(found.values())
 
 

@@ -40,14 +40,27 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
             key = str(key)
         if key in result:
             raise SpecError(
-                f"{loader.source}:{key_node.start_mark.line + 1}: key '{key}' is written twice; keep one"
+                f"{loader.source}:{key_node.start_mark.line + 1}: key {key!r} is written twice; keep one"
             )
         result[key] = loader.construct_object(value_node, deep=True)
         result.lines[key] = key_node.start_mark.line + 1
     return result
 
 
+def _construct_text(loader: _Loader, node: yaml.ScalarNode) -> str:
+    """A string, which must be Unicode text: a `"\\udcff"` escape makes a lone surrogate, which no
+    file, command line or database takes."""
+    text = loader.construct_scalar(node)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError(f"{loader.source}:{node.start_mark.line + 1}: {text[:60]!r} is not Unicode text (a lone "
+                        "surrogate escape such as \\udcff); write the character itself") from None
+    return text
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:str", _construct_text)
 
 
 MAX_BYTES = 4 << 20  # an experiment or inventory is a page of text; a bigger file is a wrong path
@@ -123,7 +136,7 @@ def require_mapping(value: Any, where: str, what: str) -> Located:
 def check_keys(data: Located, allowed: set[str], what: str) -> None:
     for key in data:
         if key not in allowed:
-            raise SpecError(f"{data.where(key)}: unknown key '{key}' in {what}; {did_you_mean(key, allowed)}")
+            raise SpecError(f"{data.where(key)}: unknown key {key!r} in {what}; {did_you_mean(key, allowed)}")
 
 
 def did_you_mean(word: str, choices: set[str] | list[str] | tuple[str, ...]) -> str:

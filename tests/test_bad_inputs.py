@@ -197,3 +197,55 @@ def test_the_base_experiment_runs_and_succeeds(host, tmp_path: Path) -> None:
 def test_the_corpus_covers_at_least_100_cases() -> None:
     assert len(CASES) >= 100
     assert len({c["id"] for c in CASES}) == len(CASES), "case ids must be unique"
+
+
+# ---- the same rules staying silent on healthy inputs ------------------------------------------------
+
+def render(host, tmp_path: Path, case: dict[str, Any], *args: str) -> str:
+    """`orch render` of the base changed as `case` says; its output (it must succeed)."""
+    workdir, places = host
+    project = build({"args": [], **case}, tmp_path, places)
+    code, out, err, crash = orch(project, ["render", "exp.yaml", *args])
+    assert (code, crash, err) == (0, None, ""), out + err + (crash or "")
+    return out
+
+
+def test_keys_the_template_or_orch_reads_are_accepted(host, tmp_path: Path) -> None:
+    out = render(host, tmp_path, {"experiment": {"append": "matrix:\n  speculative_num_steps: [3, 5]\n"}},
+                 "--set", "mem_fraction_static=0.7", "--set", "port=31000")
+    assert out.count("--speculative-num-steps 3") == 1 and out.count("--speculative-num-steps 5") == 1
+    assert out.count("--mem-fraction-static 0.7") == 2 and out.count("--port 31000") == 2
+
+
+def test_extra_params_and_params_read_by_name_count_as_read(host, tmp_path: Path) -> None:
+    template = TEMPLATE.read_text().replace(
+        "  --log-level", "  --a {{ params.by_attr | q }} --b {{ params['by_item'] | q }} "
+                         "--c {{ params.get('by_get', 0) | q }} \\\n  --log-level")
+    case = {"files": {"templates/launch.sh.j2": template}, "experiment": {"append": "extra_params: [indirect]\n"}}
+    out = render(host, tmp_path, case, "--set", "by_attr=1", "--set", "by_item=2", "--set", "by_get=3",
+                 "--set", "indirect=4")
+    assert "--a 1 --b 2 --c 3" in out
+
+
+def test_a_template_reading_params_as_a_whole_allows_any_key(host, tmp_path: Path) -> None:
+    template = TEMPLATE.read_text().replace(
+        "set -euo pipefail\n", "set -euo pipefail\n{% for k, v in params.items() %}# {{ k | q }}={{ v | q }}\n{% endfor %}")
+    out = render(host, tmp_path, {"files": {"templates/launch.sh.j2": template}}, "--set", "anything=1")
+    assert "# anything=1" in out
+
+
+def test_set_values_are_literal_text_unless_plain_numbers_or_booleans(host, tmp_path: Path) -> None:
+    out = render(host, tmp_path, {}, "--set", "model_path=/m #v2", "--set", "draft_model_path=~",
+                 "--set", "mem_fraction_static=0x10", "--set", "tp_size=8", "--set", "disable_cuda_graph=false")
+    assert "--model-path '/m #v2'" in out and "--speculative-draft-model-path '~'" in out
+    assert "--mem-fraction-static 0x10" in out and "--tp-size 8" in out
+    assert "--disable-cuda-graph" not in out
+    (tmp_path / "again").mkdir()
+    assert "--disable-cuda-graph" in render(host, tmp_path / "again", {}, "--set", "disable_cuda_graph=true")
+
+
+def test_a_doubled_dollar_writes_a_literal_controller_variable(host, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("ORCH_CORPUS_TOKEN", "from-the-shell")
+    case = {"experiment": {"edit": [["env:\n", "env:\n  LITERAL: \"$${HOME}/x\"\n  FROM_SHELL: \"${ORCH_CORPUS_TOKEN}\"\n"]]}}
+    out = render(host, tmp_path, case)
+    assert "export LITERAL='${HOME}/x'" in out and "export FROM_SHELL=from-the-shell" in out

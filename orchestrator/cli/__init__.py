@@ -107,6 +107,12 @@ def _usage_error() -> type:
 
 def main() -> None:
     """Entry point: one-line errors with the right exit code."""
+    for arg in sys.argv[1:]:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8, kept as surrogates: no file or database takes them
+            ui.error(f"argument {os.fsencode(arg)!r} is not UTF-8 text; give it in UTF-8")
+            sys.exit(EXIT_BAD_INPUT)
     try:
         code = app(standalone_mode=False)  # returns the code of a typer.Exit instead of raising it
     except OrchError as exc:
