@@ -144,7 +144,8 @@ class Stopped:
     def summary(self, grace: float) -> str:
         if not self.gone:
             return f"processes {', '.join(map(str, self.left))} of the run still alive after SIGKILL"
-        said = f"stopped with SIGKILL: it ignored SIGTERM for {grace:.0f} s" if self.killed else "stopped"
+        said = (f"process group gone after SIGKILL: it ignored SIGTERM for {grace:.0f} s" if self.killed
+                else "process group gone")
         return said + (f"; {self.strays} process(es) that had left its process group stopped too" if self.strays else "")
 
 

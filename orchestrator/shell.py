@@ -93,9 +93,17 @@ def signal_group(pgid: int, sig: str) -> str:
     return f"kill -s {quote(sig)} -- -{int(pgid)} 2>/dev/null; true"
 
 
+# A shell function: `live_group` exits 0 while a process of the group `$g` is alive. Zombies do not
+# count: an exited process the host's init has not reaped yet holds no GPU, port or file.
+_LIVE_GROUP = (
+    'live_group() { for d in /proc/[0-9]*; do { read -r s < "$d/stat"; } 2>/dev/null || continue; '
+    's=${s##*") "}; set -f; set -- $s; set +f; [ "$1" != Z ] && [ "$3" = "$g" ] && return 0; done; return 1; }; '
+)
+
+
 def group_alive(pgid: int) -> str:
-    """Exit 0 while any process of the group is alive."""
-    return f"kill -0 -- -{int(pgid)} 2>/dev/null"
+    """Exit 0 while any process of the group is alive (zombies aside)."""
+    return f"g={int(pgid)}; {_LIVE_GROUP}live_group"
 
 
 def run_processes(pgid: int, run_dir: str, sig: str | None = None) -> str:
@@ -435,9 +443,9 @@ def run_folders(runs_dir: str, log: str) -> str:
     """One line per run folder: disk use in KiB, the log's size (`-` if none), 1 if its server's
     process group still answers (pid recorded, no exit code yet) else 0, then the folder's name."""
     return (
-        f"cd {path(runs_dir)} 2>/dev/null || exit 0; for d in */; do d=${{d%/}}; [ -d \"$d\" ] || continue; "
+        f"{_LIVE_GROUP}cd {path(runs_dir)} 2>/dev/null || exit 0; for d in */; do d=${{d%/}}; [ -d \"$d\" ] || continue; "
         f"k=$(du -sk -- \"$d\" | cut -f1); l=$(stat -c %s -- \"$d\"/{quote(log)} 2>/dev/null || echo -); a=0; "
-        "if [ -f \"$d/pid\" ] && [ ! -f \"$d/exit_code\" ] && kill -0 -- \"-$(cat \"$d/pid\")\" 2>/dev/null; then a=1; fi; "
+        "if [ -f \"$d/pid\" ] && [ ! -f \"$d/exit_code\" ] && g=$(cat \"$d/pid\") && (live_group); then a=1; fi; "
         "printf '%s %s %s %s\\n' \"$k\" \"$l\" \"$a\" \"$d\"; done"
     )
 

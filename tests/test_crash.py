@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import sshd
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, group_alive
 
 TESTS = Path(__file__).resolve().parent
 FILE_KINDS = (("backup", re.compile(r"/journal/[^/]+/\d+\.orig$")), ("record", re.compile(r"/journal/[^/]+/\d+\.json$")),
@@ -134,11 +134,7 @@ def server_alive(project: Path, uid: str) -> bool:
     pid_file = project / "host" / "runs" / uid / "pid"
     if not pid_file.exists():
         return False
-    try:
-        os.killpg(int(pid_file.read_text()), 0)
-    except ProcessLookupError:
-        return False
-    return True
+    return group_alive(int(pid_file.read_text()))
 
 
 @pytest.fixture(params=["local", "sshd"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import sshd
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, group_alive
 from test_run import shipped, snapshot
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
@@ -84,12 +84,7 @@ def hidden_width(rec: dict) -> int:
 
 def server_gone(workdir: Path, uid: str) -> bool:
     """The run's process group is gone (the hosts here share this machine's processes)."""
-    pid = int((workdir / "runs" / uid / "pid").read_text())
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return not group_alive(int((workdir / "runs" / uid / "pid").read_text()))
 
 
 def test_eagle_debug_over_ssh_gives_the_local_results_and_leaves_files_identical(project, box, tmp_path):

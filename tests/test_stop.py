@@ -56,7 +56,7 @@ def test_a_server_ignoring_sigterm_is_killed_after_the_grace_and_that_is_said(tm
     stopped, _ = asyncio.run(launch_and_stop(tmp_path, script, grace=1, ready="started"))
     assert stopped.gone and stopped.killed
     assert time.monotonic() - began < 10
-    assert stopped.summary(1) == "stopped with SIGKILL: it ignored SIGTERM for 1 s"
+    assert stopped.summary(1) == "process group gone after SIGKILL: it ignored SIGTERM for 1 s"
 
 
 def test_a_strangers_process_is_left_alone(tmp_path):
