@@ -8,11 +8,11 @@ from typing import Any
 
 from . import server, shell, store as store_queries
 from .errors import OrchError
-from .journal import PatchRecord
+from .journal import APPLIED, REVERTED, PatchRecord
 from .lock import Holder
 from .session import HostSession
 from .clock import now
-from .store import INTERRUPTED, RUNNING, Store
+from .store import INTERRUPTED, RUNNING, PatchRow, Store
 
 Report = Any  # execute.Report: (label, message) -> None
 
@@ -61,6 +61,7 @@ async def recover(session: HostSession, store: Store, report: Report, *, force: 
     await _stop_leftover_servers(session, sorted(dead), report)
     reverted = await session.journal.revert(force=force) if leftovers else []
     await session.journal.sweep()
+    still_journaled = {(r.run, r.seq) for r in await session.journal.records()}
     interrupted = []
     for uid, why in sorted(dead.items()):
         try:
@@ -68,6 +69,7 @@ async def recover(session: HostSession, store: Store, report: Report, *, force: 
         except OrchError:
             continue  # recorded in another database
         states = {r.seq: r.state for r in reverted if r.run == uid}
+        states.update(_finished_reverts(store, old, states, still_journaled))
         if states:
             store.set_patch_states(old, states)
         store.event(old, "recovered", f"cleaned up by a later command on {name}; patch states: {states or 'none left'}")
@@ -77,6 +79,15 @@ async def recover(session: HostSession, store: Store, report: Report, *, force: 
             store.update_run(old, status=INTERRUPTED, ended_at=now(),
                              error=f"the controller {old.controller} died before the run ended: {why}; {left}")
     return Recovery(name, tuple(broken), tuple(interrupted), tuple(reverted))
+
+
+def _finished_reverts(store: Store, run: Any, states: dict[int, str], journaled: set[tuple[str, int]]) -> dict[int, str]:
+    """Patches the database still calls applied whose journal record is gone: the journal deletes a
+    record only once the restored file's hash equals `before`, so their revert finished (the
+    controller died before it could record that)."""
+    rows = store.children(run, PatchRow)
+    return {r.seq: REVERTED for r in rows
+            if r.state == APPLIED and r.seq not in states and (run.uid, r.seq) not in journaled}
 
 
 async def _stop_leftover_servers(session: HostSession, uids: list[str], report: Report) -> None:
