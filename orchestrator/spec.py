@@ -298,6 +298,9 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
         yamlfile.check_keys(body, {"file", "find", "count", "diff", *PATCH_ACTIONS}, f"patch '{name}'")
         if not isinstance(body.get("file"), str) or not body["file"]:
             raise SpecError(f"{where}: patch '{name}' needs `file:` (an absolute path or PACKAGE:path)")
+        if any(ord(c) < 32 for c in body["file"]):
+            raise SpecError(f"{body.where('file')}: patch '{name}' `file:` {body['file']!r} holds a control character "
+                            "(a newline, a tab, ...); give the path on one line")
         actions = [a for a in PATCH_ACTIONS if a in body]
         if "diff" in body:
             if "find" in body or actions:
