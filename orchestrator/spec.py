@@ -77,6 +77,7 @@ class Spec:
     allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for every run
     allow_busy_gpus: bool = False  # `orch run --allow-busy-gpus`: GPUs held by others warn instead of stopping the run
     extra_params: tuple[str, ...] = ()  # params the template reads indirectly (so a matrix or --set key may name them)
+    secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class RunPlan:
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
+    "secrets",
 }
 
 
@@ -145,6 +147,7 @@ def load(path: Path) -> Spec:
         checkpoints=_checkpoints(data, path),
         allow=_allow(data),
         extra_params=_names(data, "extra_params"),
+        secrets=_env_names(data, "secrets"),
     )
 
 
@@ -255,6 +258,14 @@ def _names(data: Located, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _env_names(data: Located, key: str) -> tuple[str, ...]:
+    names = _names(data, key)
+    for name in names:
+        if not ENV_NAME.match(name):
+            raise SpecError(f"{data.where(key)}: {name!r} in `{key}` is not an environment variable name")
+    return names
+
+
 def _env(data: Located, key: str) -> dict[str, str]:
     env = {}
     mapping = _mapping(data, key)
@@ -298,6 +309,9 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
         yamlfile.check_keys(body, {"file", "find", "count", "diff", *PATCH_ACTIONS}, f"patch '{name}'")
         if not isinstance(body.get("file"), str) or not body["file"]:
             raise SpecError(f"{where}: patch '{name}' needs `file:` (an absolute path or PACKAGE:path)")
+        if not body["file"].startswith("/") and ":" not in body["file"]:  # a relative path means nothing on a host
+            raise SpecError(f"{body.where('file')}: patch '{name}' `file:` {body['file']!r} is neither an absolute path "
+                            "nor PACKAGE:path; e.g. sglang:srt/models/llama_eagle3.py")
         if any(ord(c) < 32 for c in body["file"]):
             raise SpecError(f"{body.where('file')}: patch '{name}' `file:` {body['file']!r} holds a control character "
                             "(a newline, a tab, ...); give the path on one line")
