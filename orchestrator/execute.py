@@ -25,7 +25,7 @@ from .journal import APPLIED, DRIFTED
 from .lock import HostLock
 from .recovery import recover
 from .remote.reconnecting import reconnections
-from .secrets import hide, mask_env, redact, redact_bytes, secret_values
+from .secrets import hide, mask_env, redact, secret_values
 from .session import HostSession
 from .spec import PatchDef, RunPlan, Spec
 from .clock import new_uid, now
@@ -165,7 +165,7 @@ def run_context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, An
     base["checkpoints"] = {c.name: render.render_value(c.dest, base, f"{c.where}: checkpoint dest") for c in spec.checkpoints}
     params = {k: render.render_value(v, {**base, "params": plan.params}, f"{spec.path}: param {k}") for k, v in plan.params.items()}
     env = {**host.env, **{k: specs.resolve_controller_vars(v, f"{spec.path}: env {k}") for k, v in plan.env.items()}}
-    return {**params, **base, "params": params, "env": env}
+    return {**params, **base, "params": params, "env": env, "secret_names": (*spec.secrets, *host.secrets)}
 
 
 async def prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[PatchDef, str, bytes, bytes]]:
@@ -188,7 +188,7 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: R
     label = f"{plan.variant}@{session.host.name}"
     context = run_context(spec, plan, session.host, uid)
     script = render.launch_script(spec.template, context)
-    report(label, "launch script:\n" + redact(script, context["env"]))
+    report(label, "launch script:\n" + redact(script, context["env"], context["secret_names"]))
     try:
         await hostflags.check_launch(session.conn, session.host, session.packages, script, spec.template, report, label)
         await _dry_preflight(spec, plan, session, report, context, label)
@@ -228,14 +228,14 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     label = f"{plan.variant}@{host.name}"
     context = run_context(spec, plan, host, uid)
     env = context["env"]
-    hidden = secret_values(env)
+    hidden = secret_values(env, context["secret_names"])
     store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
     report = _hiding(report, hidden)
     script = render.launch_script(spec.template, context)
     run = Run(
         uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
-        spec_path=str(spec.path), spec=spec.raw, params=context["params"], env=mask_env(env),
-        command=redact(script, env), controller=_controller(),
+        spec_path=str(spec.path), spec=spec.raw, params=context["params"],
+        env=mask_env(env, context["secret_names"]), command=hide(script, hidden), controller=_controller(),
     )
     store.add(run)
     report(label, f"run {run.id} ({uid}) started")
@@ -296,7 +296,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         raise
     finally:
         try:
-            drifted = await _cleanup(session, store, run, srv, log, env, spec, report, label)
+            drifted = await _cleanup(session, store, run, srv, log, spec, report, label)
             if drifted:  # the promise is an unmodified install: a file left changed fails the run
                 flags.append("patch-drifted")
                 error = (f"{error}; " if error else "") + f"{len(drifted)} patched file(s) changed during the run " \
@@ -318,7 +318,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
 
 
 async def _cleanup(session: HostSession, store: Store, run: Run, srv: server.Server | None, log: bytes,
-                   env: dict[str, str], spec: Spec, report: Report, label: str) -> list[str]:
+                   spec: Spec, report: Report, label: str) -> list[str]:
     """Stop the server, keep its log, revert this run's patches: whatever happened before.
     Returns the files that changed under us and were left alone (drifted)."""
     if srv is not None:
@@ -328,7 +328,7 @@ async def _cleanup(session: HostSession, store: Store, run: Run, srv: server.Ser
             report(label, ("" if stopped.gone else "warning: ") + f"server {stopped.summary(server.STOP_GRACE_SECONDS)}")
         final = await server.read_log(session.conn, srv, spec.debug_pattern)
         log = final or log
-        store.save_log(run, redact_bytes(log, env))
+        store.save_log(run, log)  # the store hides the run's secrets in all it writes
         if not store.children(run, DebugRow):
             collect.store_debug_lines(store, run, log, spec.debug_pattern)
     reverted = await session.journal.revert(run.uid)

@@ -15,7 +15,7 @@ TRANSPORTS = ("local", "ssh")
 HOST_KEY_POLICIES = ("strict", "accept-new")
 HOST_KEYS = {
     "transport", "address", "port", "user", "identity", "proxy_jump", "ssh_config", "host_key_policy",
-    "known_hosts", "workdir", "python", "gpus", "env", "tags", "rehearsal", "vars",
+    "known_hosts", "workdir", "python", "gpus", "env", "tags", "rehearsal", "vars", "secrets",
 }
 
 
@@ -38,6 +38,7 @@ class Host:
     tags: tuple[str, ...] = ()
     rehearsal: str | None = None  # the emulated SGLang release on a rehearsal host
     vars: dict[str, Any] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
 
     @property
     def rehearsal_dir(self) -> str | None:
@@ -153,7 +154,16 @@ def _host(name: str, body: yamlfile.Located) -> Host:
         tags=tuple(str(t) for t in tags),
         rehearsal=rehearsal,
         vars=dict(variables),
+        secrets=_secret_names(name, body),
     )
+
+
+def _secret_names(name: str, body: yamlfile.Located) -> tuple[str, ...]:
+    value = body.get("secrets") or []
+    if not isinstance(value, list) or not all(isinstance(v, str) and ENV_NAME.fullmatch(v) for v in value):
+        raise SpecError(f"{body.where('secrets')}: host '{name}' secrets must be a list of environment variable "
+                        "names, e.g. [WANDB_API, MY_ENDPOINT_PASS]")
+    return tuple(value)
 
 
 def _rehearsal_release(name: str, body: yamlfile.Located) -> str | None:

@@ -42,7 +42,8 @@ def leaky_experiment(demo_path):
         "file": "sglang:srt/models/llama_eagle3.py",
         "find": "hidden_states = forward_batch.spec_info.hidden_states",
         "insert_after": 'print(f"[LEAK-DEBUG] token={__import__(\'os\').environ.get(\'HF_TOKEN\')} '
-                        'key={__import__(\'os\').environ.get(\'OPENAI_KEY\')}", flush=True)\n',
+                        'key={__import__(\'os\').environ.get(\'OPENAI_KEY\')} '
+                        'note={__import__(\'os\').environ.get(\'ENDPOINT_NOTE\')}", flush=True)\n',
     }
     variant = {**variant, "patches": [*variant.get("patches", []), "leak"]}
     variant.pop("expect", None)
@@ -54,26 +55,30 @@ def leaky_experiment(demo_path):
 
 def test_a_runs_secrets_reach_the_server_and_nothing_else(project, demo):
     variant = leaky_experiment(demo)
-    done = orch(project, "run", str(demo), "--set", f"port={free_port()}",
-                "--set", f"env.HF_TOKEN={TOKEN}", "--set", f"env.OPENAI_KEY={KEY}")
+    # a value whose name says nothing, listed under the inventory host's `secrets:`
+    inventory = project / "inventory.yaml"
+    inventory.write_text(inventory.read_text() + "    secrets: [ENDPOINT_NOTE]\n")
+    done = orch(project, "run", str(demo), "--set", f"port={free_port()}", "--set", f"env.HF_TOKEN={TOKEN}",
+                "--set", f"env.OPENAI_KEY={KEY}", "--set", f"env.ENDPOINT_NOTE={LISTED}")
     outputs = [done.stdout + done.stderr]
     assert done.returncode == 0, outputs[0]
     record = json.loads(orch(project, "show", "last", "--json").stdout)
     # the server had the values: its debug line carried them, hidden by name in the record
-    assert any("token=<secret:HF_TOKEN> key=<secret:OPENAI_KEY>" in d["text"] for d in record["debug_lines"]), record["debug_lines"]
+    assert any("token=<secret:HF_TOKEN> key=<secret:OPENAI_KEY> note=<secret:ENDPOINT_NOTE>" in d["text"] for d in record["debug_lines"]), record["debug_lines"]
     assert record["env"]["HF_TOKEN"] == "<secret:HF_TOKEN>" and record["env"]["OPENAI_KEY"] == "<secret:OPENAI_KEY>"
+    assert record["env"]["ENDPOINT_NOTE"] == "<secret:ENDPOINT_NOTE>"
     for args in (("show", "last"), ("show", "last", "--json"), ("logs", "last"), ("logs", "last", "--debug"),
                  ("diff", "last", "last"), ("ls", "--json"), ("render", str(demo))):
         outputs.append(orch(project, *args).stdout)
     for text in outputs:
-        assert TOKEN not in text and KEY not in text
+        assert TOKEN not in text and KEY not in text and LISTED not in text
     for name in ("orch.db", "orch.db-wal"):
         if (project / name).exists():
             data = (project / name).read_bytes()
-            assert TOKEN.encode() not in data and KEY.encode() not in data
+            assert TOKEN.encode() not in data and KEY.encode() not in data and LISTED.encode() not in data
     run_dir = next((project / "host" / "runs").iterdir())
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
     assert not (run_dir / "secrets.env").exists()
     launch = (run_dir / "launch.sh").read_text()
-    assert TOKEN not in launch and KEY not in launch and "HF_TOKEN" not in launch
+    assert TOKEN not in launch and KEY not in launch and LISTED not in launch and "HF_TOKEN" not in launch
     assert variant in record["variant"]

@@ -98,4 +98,7 @@ def test_repo_experiment_loads():
     root = Path(__file__).resolve().parent.parent
     s = spec.load(root / "experiments" / "eagle_debug.yaml")
     names = [v.name for v in s.variants]
-    assert names == ["baseline", "aux-fix"]
+    assert names == ["story", "fixed"]
+    story, fixed = s.variants
+    assert s.params["speculative_algorithm"] == "EAGLE" and story.allow == ("algorithm-not-eagle3",)
+    assert fixed.params["speculative_algorithm"] == "EAGLE3" and "kimi-aux-capture" in fixed.patches

@@ -102,4 +102,4 @@ def render(
         from ..secrets import redact
 
         ui.console.print(f"[bold]# {plan.variant} on {host.name}[/]")
-        ui.raw(redact(renderer.launch_script(spec.template, context), context["env"]))
+        ui.raw(redact(renderer.launch_script(spec.template, context), context["env"], context["secret_names"]))
