@@ -3,10 +3,13 @@ any YAML structure with the real keys at any depth and values of any type), load
 or an inventory, or an OrchError (the one clear line) — never another exception. A spec that loads
 goes on through `expand` and the checks made before any host is touched, under the same promise.
 
-`make test` runs a couple of hundred examples of each; `pytest -m slow` runs thousands."""
+`make test` runs a couple of hundred examples of each; `pytest -m slow` runs thousands. No example
+database is kept (a failure prints its example; nothing is written to the work tree)."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,8 +24,8 @@ from orchestrator.errors import OrchError
 
 BASE = Path(__file__).parent / "bad_inputs" / "base"
 TEMPLATE = ROOT / "templates" / "sglang_launch.sh.j2"
-QUICK = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-THOROUGH = settings(max_examples=4000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+QUICK = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+THOROUGH = settings(max_examples=4000, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 VARIANT_KEYS = ["description", "params", "env", "patches", "expect", "preflight"]
 PATCH_KEYS = ["file", "find", "count", "diff", "replace", "insert_after", "insert_before"]
@@ -106,6 +109,7 @@ class Folder:
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="orch-properties-"))
+        atexit.register(shutil.rmtree, self.root, ignore_errors=True)
         (self.root / "templates").mkdir()
         (self.root / "templates" / "launch.sh.j2").write_text(TEMPLATE.read_text())
         (self.root / "drafts" / "d").mkdir(parents=True)
