@@ -36,31 +36,45 @@ def check(spec: Spec, plans: list[RunPlan], overrides: list[str]) -> None:
     located = yamlfile.load(spec.path)
     given, _ = specs.parse_overrides(overrides)
     used = read_params(spec, given)
+    _check_matrix(spec, located, given, used)
+    _check_set(spec, located, given, used)
+    _check_expect(spec, located)
+    for plan in plans:
+        for name, bounds in WHOLE_NUMBERS.items():
+            if name in plan.params:
+                _whole_number(plan.params[name], name, bounds, _param_where(located, plan, name, given))
+
+
+def _check_matrix(spec: Spec, located: yamlfile.Located, given: dict[str, Any], used: set[str] | None) -> None:
     for key in spec.matrix:
         if key in given:
             raise SpecError(f"--set {key}={_shown(given[key])}: overrides the matrix's `{key}` "
                             f"({_where(located, 'matrix', key)}), so every run of the matrix would be the same; drop one")
         if used is not None and key not in used:
             raise SpecError(f"{_where(located, 'matrix', key)}: matrix key {key!r} {_unread(key, spec, used)}")
+
+
+def _check_set(spec: Spec, located: yamlfile.Located, given: dict[str, Any], used: set[str] | None) -> None:
     for key, value in given.items():
         if used is not None and key not in used:
             raise SpecError(f"--set {key}={_shown(value)}: param {key!r} {_unread(key, spec, used)}")
         for path in (("params", key), *(("variants", v.name, "params", key) for v in spec.variants)):
-            if _has(located, path) and isinstance(_value(located, path), (list, dict)):
+            written = _value(located, path) if _has(located, path) else None
+            if isinstance(written, (list, dict)):  # --set gives text: a list would be iterated letter by letter
                 raise SpecError(f"--set {key}={_shown(value)}: the experiment's `{key}` is a "
-                                f"{'list' if isinstance(_value(located, path), list) else 'mapping'} "
-                                f"({_where(located, *path)}) and --set gives one text value; change it in the experiment")
+                                f"{'list' if isinstance(written, list) else 'mapping'} ({_where(located, *path)}) "
+                                "and --set gives one text value; change it in the experiment")
+
+
+def _check_expect(spec: Spec, located: yamlfile.Located) -> None:
     for variant in spec.variants:
         for metric in variant.expect:
             if metric not in METRICS:
                 close = yamlfile.did_you_mean(metric, METRICS)
-                hint = f"{close} (metrics: {', '.join(METRICS)})" if close.startswith("did") else f"metrics: {', '.join(METRICS)}"
+                known = f"metrics: {', '.join(METRICS)}"
+                hint = f"{close} ({known})" if close.startswith("did") else known
                 raise SpecError(f"{_where(located, 'variants', variant.name, 'expect', metric)}: expect key "
                                 f"{metric!r} of variant '{variant.name}' is not a metric a run records; {hint}")
-    for plan in plans:
-        for name, bounds in WHOLE_NUMBERS.items():
-            if name in plan.params:
-                _whole_number(plan.params[name], name, bounds, _param_where(located, plan, name, given))
 
 
 def read_params(spec: Spec, given: dict[str, Any]) -> set[str] | None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import re
 import socket
@@ -192,6 +193,11 @@ def test_the_base_experiment_runs_and_succeeds(host, tmp_path: Path) -> None:
     code, out, err, crash = orch(project, ["run", "exp.yaml"])
     assert (code, crash) == (0, None), out + err + (crash or "")
     assert "succeeded" in out and not err.strip()
+    # `expect` may name exactly the metrics a run records
+    from orchestrator import plancheck
+
+    code, shown, _, _ = orch(project, ["show", "last", "--json"])
+    assert set(json.loads(shown)["metrics"]) == set(plancheck.METRICS)
 
 
 def test_the_corpus_covers_at_least_100_cases() -> None:
