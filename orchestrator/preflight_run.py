@@ -16,6 +16,7 @@ from . import preflight_source, preflight_weights, shell
 from .session import package_dir, sglang_version
 from .engines.sglang import preflight
 from .engines.sglang.preflight import Facts, Finding
+from .engines.sglang.source import EMBED_HEAD, METHOD
 from .preflight_weights import PreflightError
 from .spec import PatchDef
 
@@ -80,18 +81,21 @@ async def findings_for(conn: Any, host: Any, params: dict[str, Any], env: dict[s
     if isinstance(target_cfg, Finding) or isinstance(draft_cfg, Finding):
         return preflight.acknowledged([f for f in (target_cfg, draft_cfg) if isinstance(f, Finding)], allow)
     sglang = await package_dir(conn, host, packages if packages is not None else {})
-    version = src = sources = target = capture = None
+    version = src = sources = target = capture = embed_head = None
     if sglang:
         version = await sglang_version(conn, sglang)
         src, sources, target = await preflight_source.host_source(
             conn, sglang, _archs(target_cfg), _archs(draft_cfg))
         if target:
-            capture = await preflight_source.capture(conn, sglang, src.registry, sources, target, patches)
+            capture = await preflight_source.capture(conn, sglang, src.registry, sources, target, patches, METHOD)
+        if target and src.embed_head_call:  # asked only where the host's speculative worker calls it
+            embed_head = await preflight_source.capture(conn, sglang, src.registry, sources, target, patches,
+                                                        EMBED_HEAD)
     weights = await preflight_weights.read(files, str(draft_path))
     layout_source = (sources or {}).get(preflight_source.LLAMA_EAGLE3)
     facts = Facts(version, preflight.draft_layout(layout_source, version), str(model_path), target_cfg,
                   str(draft_path), draft_cfg, weights.tensors, weights.vocab.get("d2t"), weights.vocab.get("t2d"),
-                  capture, params, env, src, weights.unread, weights.files)
+                  capture, params, env, src, weights.unread, weights.files, embed_head)
     return preflight.acknowledged(preflight.check(facts), allow)
 
 

@@ -1,6 +1,7 @@
 """The host's installed SGLang read for the EAGLE-3 preflight (the questions are in
-engines/sglang/source.py): one survey command (the model-runner files, every EntryClass line),
-then only the files the questions need, several per round trip; nothing is imported or run."""
+engines/sglang/source.py): one survey command (the model-runner files, the speculative workers
+that ask the target for `get_embed_and_head`, every EntryClass line), then only the files the
+questions need, several per round trip; nothing is imported or run."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ async def host_source(conn: Any, sglang: str, target_archs: list[str],
                       draft_archs: list[str]) -> tuple[HostSource, dict[str, str | None], str | None]:
     """The host's facts, the texts read so far, and the target architecture SGLang would load
     (the first of the config's list that the host registers)."""
-    survey = await conn.run(shell.eagle3_survey(f"{sglang}/srt"), idempotent=True)
+    survey = await conn.run(shell.speculative_survey(f"{sglang}/srt", source.EMBED_HEAD), idempotent=True)
     executor, snippets = source.survey(survey.out)
     registry = source.registry(snippets)
     target = next((a for a in target_archs if a in registry), target_archs[0] if target_archs else None)
@@ -58,42 +59,44 @@ async def host_source(conn: Any, sglang: str, target_archs: list[str],
         named = (await conn.run(shell.file_quoting(f"{sglang}/srt", draft_archs[0]), idempotent=True)).out.strip()
         if named:
             quoted[draft_archs[0]] = named[len(sglang) + 1 :] if named.startswith(sglang + "/") else named
-    facts = HostSource(source.gate(sources), source.ask(sources), registry, quoted, source.longer_context(sources))
+    facts = HostSource(source.gate(sources), source.ask(sources), registry, quoted, source.longer_context(sources),
+                       source.embed_head_call(sources))
     return facts, sources, target
 
 
 async def capture(conn: Any, sglang: str, registry: dict[str, str], sources: dict[str, str | None], arch: str,
-                  patches: tuple[PatchDef, ...]) -> Capture:
-    """Can the target class set the layers to capture, as installed, or once this run's patches apply?"""
-    installed = await _support(conn, sglang, arch, registry, sources, {})
+                  patches: tuple[PatchDef, ...], method: str) -> Capture:
+    """Has the target class `method` (source.METHOD, source.EMBED_HEAD), as installed, or once this
+    run's patches apply?"""
+    installed = await _support(conn, sglang, arch, registry, sources, {}, method)
     if installed.has is not False:
         return Capture(arch, installed.file, installed.has, chain=installed.chain)
     mine = _by_file(patches, sglang)
     if not mine:
         return Capture(arch, installed.file, False, refusal=installed.refusal, chain=installed.chain)
-    patched = await _support(conn, sglang, arch, registry, sources, mine)
+    patched = await _support(conn, sglang, arch, registry, sources, mine, method)
     if patched.has:
-        return Capture(arch, installed.file, False, await _needed(conn, sglang, arch, registry, sources, mine),
+        return Capture(arch, installed.file, False, await _needed(conn, sglang, arch, registry, sources, mine, method),
                        chain=patched.chain)
     return Capture(arch, installed.file, False, refusal=patched.refusal or installed.refusal, chain=patched.chain)
 
 
 async def _needed(conn: Any, sglang: str, arch: str, registry: dict[str, str], sources: dict[str, str | None],
-                  mine: dict[str, list[PatchDef]]) -> tuple[str, ...]:
+                  mine: dict[str, list[PatchDef]], method: str) -> tuple[str, ...]:
     """The patches without which the method would still be missing (a debug print on the same run is not one)."""
     needed = []
     for path, patches in mine.items():
         for patch in patches:
             others = {**mine, path: [p for p in patches if p is not patch]}
-            if (await _support(conn, sglang, arch, registry, sources, others)).has is not True:
+            if (await _support(conn, sglang, arch, registry, sources, others, method)).has is not True:
                 needed.append(patch.name)
     return tuple(needed) or tuple(p.name for patches in mine.values() for p in patches)  # several add it alike
 
 
 async def _support(conn: Any, sglang: str, arch: str, registry: dict[str, str], sources: dict[str, str | None],
-                   mine: dict[str, list[PatchDef]]) -> Support:
+                   mine: dict[str, list[PatchDef]], method: str) -> Support:
     for _ in range(ROUNDS):
-        found = classes.support(arch, registry, _patched(sources, mine) if mine else sources)
+        found = classes.support(arch, registry, _patched(sources, mine) if mine else sources, method)
         if isinstance(found, Support):
             return found
         sources.update(await read_files(conn, sglang, list(found.files)))

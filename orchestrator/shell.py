@@ -379,6 +379,14 @@ def eagle3_survey(srt: str) -> str:
             f" | awk '{{print \"X\\t\" $0}}'; cd models && awk {quote(_ENTRY_CLASS_AWK)} *.py; true")
 
 
+def speculative_survey(srt: str, method: str) -> str:
+    """`eagle3_survey`, then `S<TAB>speculative/<file>.py` for each speculative-worker file calling
+    `.<method>(` (where the workers ask the target model for it)."""
+    pattern = quote(rf"\.{re.escape(method)}\(")
+    return (f"( {eagle3_survey(srt)} ); cd {path(srt)} 2>/dev/null && grep -rlE --include='*.py' -- {pattern}"
+            f" speculative 2>/dev/null | awk '{{print \"S\\t\" $0}}'; true")
+
+
 def cat_files(paths: list[str]) -> str:
     """Each file as `<byte count>\\n<bytes>`, in order; `-1\\n` for one that is not a file."""
     files = " ".join(path(p) for p in paths)

@@ -15,7 +15,7 @@ from orchestrator import checkpoint
 from orchestrator import spec as specs
 from orchestrator.engines.sglang import classes, preflight, safetensors
 from orchestrator.engines.sglang.preflight import ERROR, INFO, LAYERS, MIDLAYER, WARNING, Capture, Facts, Finding
-from orchestrator.engines.sglang.source import Ask, Gate, HostSource
+from orchestrator.engines.sglang.source import EMBED_HEAD, METHOD, Ask, Gate, HostSource
 from orchestrator.errors import SpecError
 from orchestrator.spec import CheckpointDef
 from wheels import package_dir
@@ -25,8 +25,10 @@ HOST = HostSource(  # what the real 0.5.9 source says (test_preflight_source.py 
     Gate("srt/model_executor/model_runner.py:345", honours_use_aux=True),
     Ask("srt/model_executor/cuda_graph_runner.py:365", "AttributeError", None),
     {"LlamaForCausalLMEagle3": "srt/models/llama_eagle3.py", "LlamaForCausalLM": "srt/models/llama.py",
-     "KimiK25ForConditionalGeneration": "srt/models/kimi_k25.py"},
+     "KimiK25ForConditionalGeneration": "srt/models/kimi_k25.py", "LlamaForCausalLMEagle": "srt/models/llama_eagle.py"},
+    embed_head_call="srt/speculative/eagle_worker.py:157",
 )
+KIMI = ("KimiK25ForConditionalGeneration", "srt/models/kimi_k25.py")
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +63,7 @@ def facts(tensors: dict[str, np.ndarray] | None = None, layout: str = MIDLAYER, 
                       "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB, "max_position_embeddings": 4096},
         draft_tensors=infos, d2t=tensors.get("d2t"), t2d=tensors.get("t2d"),
         capture=Capture("LlamaForCausalLM", "srt/models/llama.py", True),
+        embed_head=Capture("LlamaForCausalLM", "srt/models/llama.py", True),
         params={"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
                 "speculative_num_draft_tokens": 4},
         env={}, source=HOST,
@@ -118,6 +121,19 @@ def test_a_healthy_draft_has_no_findings():
         draft_config={**facts().draft_config, "architectures": ["Eagle3Speculator"]},
         source=HostSource(HOST.gate, HOST.ask, HOST.registry, {"Eagle3Speculator": "srt/utils/hf_transformers/config.py"})),
      {"draft-arch-converted": INFO}),
+    ("no get_embed_and_head", lambda: facts(embed_head=Capture(*KIMI, False)), {"target-embed-head-missing": ERROR}),
+    ("get_embed_and_head with EAGLE too", lambda: facts(embed_head=Capture(*KIMI, False),
+                                                        params={**facts().params, "speculative_algorithm": "EAGLE"}),
+     {"algorithm-not-eagle3": ERROR, "target-embed-head-missing": ERROR}),
+    ("get_embed_and_head with an EAGLE (not EAGLE-3) draft", lambda: facts(
+        embed_head=Capture(*KIMI, False), params={**facts().params, "speculative_algorithm": "EAGLE"},
+        draft_config={**facts().draft_config, "architectures": ["LlamaForCausalLMEagle"]}),
+     {"draft-arch": INFO, "target-embed-head-missing": ERROR}),
+    ("get_embed_and_head added by a patch", lambda: facts(embed_head=Capture(*KIMI, False, ("fix",))),
+     {"target-embed-head-patched": INFO}),
+    ("a host whose workers never ask for get_embed_and_head", lambda: facts(
+        embed_head=Capture(*KIMI, False), source=HostSource(HOST.gate, HOST.ask, HOST.registry)), {}),
+    ("a target class not found is not said twice", lambda: facts(embed_head=Capture(*KIMI, None)), {}),
     ("weights that could not be read", lambda: facts({}, weights_unread="/d/pytorch_model.bin: the legacy format"),
      {"draft-weights-unchecked": WARNING}),
     ("no weight files", lambda: facts({}, weight_files=0, d2t=None, t2d=None), {"draft-weights-missing": ERROR}),
@@ -206,15 +222,21 @@ def test_layout_is_read_from_the_real_sglang_source(sglang_python, rehearsal):
 def test_class_facts_on_the_real_model_files(sglang_python):
     new = package_dir(sglang_python("0.5.23"))
     old = package_dir(sglang_python("0.4.10.post2"))
-    kimi = classes.class_facts((new / "srt/models/kimi_k25.py").read_text(), "KimiK25ForConditionalGeneration", "k.py")
+    kimi_text = (new / "srt/models/kimi_k25.py").read_text()
+    kimi = classes.class_facts(kimi_text, "KimiK25ForConditionalGeneration", "k.py", METHOD)
     assert kimi.defines and kimi.delegate == "language_model" and kimi.inner == "DeepseekV3ForCausalLM"
     assert kimi.refusal == "AttributeError: language_model does not support EAGLE3 speculative decoding."
-    llama = classes.class_facts((new / "srt/models/llama.py").read_text(), "LlamaForCausalLM", "l.py")
+    embed = classes.class_facts(kimi_text, "KimiK25ForConditionalGeneration", "k.py", EMBED_HEAD)
+    assert embed.defines and embed.delegate == "language_model" and embed.inner == "DeepseekV3ForCausalLM"
+    assert embed.refusal == "AttributeError: language_model does not support get_embed_and_head()."
+    llama = classes.class_facts((new / "srt/models/llama.py").read_text(), "LlamaForCausalLM", "l.py", METHOD)
     assert llama.defines and llama.delegate is None
-    v3 = classes.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV3ForCausalLM", "d.py")
+    v3 = classes.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV3ForCausalLM", "d.py", METHOD)
     assert not v3.defines and v3.bases == ("DeepseekV2ForCausalLM",)
-    assert not classes.class_facts((old / "srt/models/deepseek_v2.py").read_text(), "DeepseekV2ForCausalLM", "d.py").defines
-    assert classes.class_facts("class A:\n    pass\n", "B", "x.py") is None
+    v2 = (old / "srt/models/deepseek_v2.py").read_text()
+    assert not classes.class_facts(v2, "DeepseekV2ForCausalLM", "d.py", METHOD).defines
+    assert classes.class_facts(v2, "DeepseekV2ForCausalLM", "d.py", EMBED_HEAD).defines  # 0.4.10 has this one
+    assert classes.class_facts("class A:\n    pass\n", "B", "x.py", METHOD) is None
 
 
 def test_allowed_errors_are_marked_and_do_not_block():

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from orchestrator import preflight_run, preflight_source, shell
+from orchestrator import spec as specs
 from orchestrator.engines.sglang import safetensors
 from orchestrator.inventory import Host
 from orchestrator.session import HostSession
@@ -39,6 +40,12 @@ KIMI_METHOD = '''    def set_eagle3_layers_to_capture(self, layer_ids: Optional[
         if self.{inner} is None or not hasattr(self.{inner}, "set_eagle3_layers_to_capture"):
             raise AttributeError("{inner} does not support EAGLE3 speculative decoding.")
         self.{inner}.set_eagle3_layers_to_capture(layer_ids)
+
+'''
+KIMI_EMBED = '''    def get_embed_and_head(self):
+        if self.{inner} is None or not hasattr(self.{inner}, "get_embed_and_head"):
+            raise AttributeError("{inner} does not support get_embed_and_head().")
+        return self.{inner}.get_embed_and_head()
 
 '''
 KIMI_ANCHOR = "    def pad_input_ids(self, input_ids: List[int], mm_inputs: MultimodalInputs):"  # in the real 0.5.9 kimi_k25.py
@@ -107,17 +114,20 @@ KIMI_DRAFT = shrunk(published("specforge-kimi-k25-eagle3.json"))
 # -- facts each release's own source holds --------------------------------------------------------
 
 
-@pytest.mark.parametrize("version, gate, honours, error, drafts", [
+@pytest.mark.parametrize("version, gate, honours, error, drafts, embed_head", [
     ("0.4.10.post2", "srt/model_executor/model_runner.py:346", False,
-     "AttributeError: 'X' object has no attribute 'set_eagle3_layers_to_capture'", ["LlamaForCausalLMEagle3"]),
+     "AttributeError: 'X' object has no attribute 'set_eagle3_layers_to_capture'", ["LlamaForCausalLMEagle3"],
+     "srt/speculative/eagle_worker.py:138"),
     ("0.5.9", "srt/model_executor/model_runner.py:345", True,
-     "AttributeError: 'X' object has no attribute 'set_eagle3_layers_to_capture'", ["LlamaForCausalLMEagle3"]),
+     "AttributeError: 'X' object has no attribute 'set_eagle3_layers_to_capture'", ["LlamaForCausalLMEagle3"],
+     "srt/speculative/eagle_worker.py:157"),
     ("0.5.23", "srt/model_executor/model_runner_components/spec_aux_hidden_state.py:185", True,
      "ValueError: Model X does not implement set_eagle3_layers_to_capture, which EAGLE3 aux hidden-state capture requires.",
-     ["Eagle3DeepseekV2ForCausalLM", "LlamaForCausalLMEagle3"]),
+     ["Eagle3DeepseekV2ForCausalLM", "LlamaForCausalLMEagle3"],
+     "srt/speculative/pp_draft_embedding.py:95"),  # resolve_target_embed_and_head, from eagle_worker_v2's init_lm_head
 ])
 def test_each_release_says_where_capture_is_gated_and_how_it_asks_the_target(sglang_python, tmp_path, version, gate,
-                                                                              honours, error, drafts):
+                                                                              honours, error, drafts, embed_head):
     host = host_for(sglang_python(version), tmp_path)
 
     async def read():
@@ -136,6 +146,7 @@ def test_each_release_says_where_capture_is_gated_and_how_it_asks_the_target(sgl
     assert facts.quoted == {}  # nor names the speculators class anywhere in srt/
     assert preflight_source.LLAMA_EAGLE3 in sources and facts.registry["LlamaForCausalLM"] == "srt/models/llama.py"
     assert facts.longer_context is (version == "0.4.10.post2")  # 0.4 let a draft's shorter context be overridden
+    assert facts.embed_head_call == embed_head  # where the EAGLE worker asks the target for get_embed_and_head
 
 
 @pytest.mark.parametrize("version, fires", [("0.4.10.post2", False), ("0.5.9", True), ("0.5.23", True)])
@@ -182,15 +193,32 @@ def test_nextn_runs_as_eagle(sglang_python, tmp_path):
 
 def test_kimi_k25_on_0_5_9_fails_at_startup_with_an_attribute_error(sglang_python, tmp_path):
     found = preflight(sglang_python("0.5.9"), tmp_path, KIMI_TARGET, KIMI_DRAFT)
-    assert list(found) == ["aux-capture-missing"]
+    assert list(found) == ["aux-capture-missing", "target-embed-head-missing"]  # the target runner asks first
     missing = found["aux-capture-missing"]
     assert missing.severity == "error" and "srt/models/kimi_k25.py" in missing.what
     assert ("the server will fail at startup with `AttributeError: 'KimiK25ForConditionalGeneration' object has no "
             "attribute 'set_eagle3_layers_to_capture'`") in missing.what
 
 
-def test_kimi_k25_on_0_5_23_delegates_to_a_class_that_has_the_method(sglang_python, tmp_path):
-    assert preflight(sglang_python("0.5.23"), tmp_path, KIMI_TARGET, KIMI_DRAFT) == {}
+@pytest.mark.parametrize("algorithm, codes", [
+    ("EAGLE3", ["aux-capture-missing", "target-embed-head-missing"]),
+    ("EAGLE", ["algorithm-not-eagle3", "target-embed-head-missing"]),  # the story's own command
+    ("NEXTN", ["algorithm-not-eagle3", "target-embed-head-missing"]),
+])
+def test_kimi_k25_on_0_5_9_has_no_embed_and_head_for_any_eagle_algorithm(sglang_python, tmp_path, algorithm, codes):
+    found = preflight(sglang_python("0.5.9"), tmp_path, KIMI_TARGET, KIMI_DRAFT, algorithm=algorithm)
+    assert list(found) == codes
+    missing = found["target-embed-head-missing"]
+    assert missing.severity == "error" and "srt/models/kimi_k25.py" in missing.what
+    assert ("the server will fail at startup with `AttributeError: 'KimiK25ForConditionalGeneration' object has no "
+            "attribute 'get_embed_and_head'`") in missing.what
+    assert "srt/speculative/eagle_worker.py:157" in missing.why and "does not define it" in missing.why
+    assert "self.language_model.get_embed_and_head()" in missing.fix
+
+
+@pytest.mark.parametrize("algorithm, codes", [("EAGLE3", []), ("EAGLE", ["algorithm-not-eagle3"])])
+def test_kimi_k25_on_0_5_23_delegates_to_a_class_that_has_the_methods(sglang_python, tmp_path, algorithm, codes):
+    assert list(preflight(sglang_python("0.5.23"), tmp_path, KIMI_TARGET, KIMI_DRAFT, algorithm=algorithm)) == codes
 
 
 @pytest.mark.parametrize("version, target, error", [
@@ -214,17 +242,35 @@ def test_a_patch_adding_a_delegating_method_counts_when_the_inner_class_has_it(s
     fix = PatchDef("kimi-capture", "sglang:srt/models/kimi_k25.py", "e.yaml:9", KIMI_ANCHOR, "insert_before",
                    KIMI_METHOD.format(inner="language_model"))
     found = preflight(sglang_python("0.5.9"), tmp_path, KIMI_TARGET, KIMI_DRAFT, patches=(fix,))
-    assert list(found) == ["aux-capture-patched"] and found["aux-capture-patched"].severity == "info"
+    assert list(found) == ["aux-capture-patched", "target-embed-head-missing"]  # the other method is still missing
+    assert found["aux-capture-patched"].severity == "info"
     assert "kimi-capture" in found["aux-capture-patched"].why and "DeepseekV2ForCausalLM" in found["aux-capture-patched"].why
 
 
 def test_a_patch_delegating_to_an_inner_model_without_the_method_is_still_an_error(sglang_python, tmp_path):
     wrong = PatchDef("kimi-capture", "sglang:srt/models/kimi_k25.py", "e.yaml:9", KIMI_ANCHOR, "insert_before",
                      KIMI_METHOD.format(inner="vision_tower"))
-    found = preflight(sglang_python("0.5.9"), tmp_path, KIMI_TARGET, KIMI_DRAFT, patches=(wrong,))
-    assert list(found) == ["aux-capture-missing"]
+    embed = PatchDef("kimi-embed", "sglang:srt/models/kimi_k25.py", "e.yaml:19", KIMI_ANCHOR, "insert_before",
+                     KIMI_EMBED.format(inner="vision_tower"))
+    found = preflight(sglang_python("0.5.9"), tmp_path, KIMI_TARGET, KIMI_DRAFT, patches=(wrong, embed))
+    assert list(found) == ["aux-capture-missing", "target-embed-head-missing"]
     assert "`AttributeError: vision_tower does not support EAGLE3 speculative decoding.`" in found["aux-capture-missing"].what
     assert "MoonViT3dPretrainedModel" in found["aux-capture-missing"].why
+    assert "`AttributeError: vision_tower does not support get_embed_and_head().`" in \
+        found["target-embed-head-missing"].what
+
+
+@pytest.mark.parametrize("variant, codes", [
+    ("story", {"algorithm-not-eagle3": "error", "target-embed-head-patched": "info"}),
+    ("fixed", {"aux-capture-patched": "info", "target-embed-head-patched": "info"}),
+])
+def test_the_demos_patches_add_both_methods_to_the_real_0_5_9_class(sglang_python, tmp_path, variant, codes):
+    plan = next(p for p in specs.expand(specs.load(ROOT / "experiments" / "eagle_debug.yaml")) if p.variant == variant)
+    algorithm = plan.params["speculative_algorithm"]
+    found = preflight(sglang_python("0.5.9"), tmp_path, KIMI_TARGET, KIMI_DRAFT, algorithm=algorithm, patches=plan.patches)
+    assert {c: f.severity for c, f in found.items()} == codes
+    assert found["target-embed-head-patched"].why.startswith("patch kimi-embed-and-head of this run adds it")
+    assert "forwards it to self.language_model, a DeepseekV3ForCausalLM" in found["target-embed-head-patched"].why
 
 
 # -- the draft config -----------------------------------------------------------------------------

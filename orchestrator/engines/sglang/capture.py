@@ -1,6 +1,7 @@
 """Checks against what the host's own SGLang source says (see source.py): which algorithm turns aux
-hidden-state capture on, whether the target class can set the layers to capture and what THIS host
-prints when it cannot, and whether the draft's architecture is registered at all."""
+hidden-state capture on, whether the target class can set the layers to capture and hand the draft
+its embedding and lm_head, what THIS host prints when it cannot, and whether the draft's
+architecture is registered at all."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .facts import aux_count, config_value, uses_aux
 from .finding import ERROR, INFO, WARNING, Finding
-from .source import METHOD
+from .source import EMBED_HEAD, METHOD
 
 if TYPE_CHECKING:
     from .facts import Facts
@@ -48,7 +49,7 @@ def unregistered(facts: Facts) -> list[Finding]:
 
 
 def check(facts: Facts) -> list[Finding]:
-    return [*_algorithm(facts), *_disabled(facts), *_target(facts)]
+    return [*_algorithm(facts), *_disabled(facts), *_target(facts), *embed_head(facts)]
 
 
 def _host(facts: Facts) -> str:
@@ -118,3 +119,27 @@ def _target(facts: Facts) -> list[Finding]:
                     f"--speculative-algorithm EAGLE3 makes the model runner ask the target for {METHOD}{asked}; {how}",
                     f"add {METHOD} to {capture.architecture} with a patch of the run (a method that forwards to the "
                     f"inner model where it has one), or use an SGLang release whose {capture.file} has it")]
+
+
+def embed_head(facts: Facts) -> list[Finding]:
+    """Every EAGLE algorithm shares the target's embedding and lm_head with the draft, asking the target
+    class for them once the draft has loaded: a class without the method stops the server there."""
+    found, src = facts.embed_head, facts.source
+    if found is None or found.implemented is not False or src is None or not src.embed_head_call \
+            or facts.algorithm not in ("EAGLE", "EAGLE3"):
+        return []  # has it, not found (target-class-not-found says so for EAGLE3), or the host never asks
+    how = "; ".join(found.chain)
+    if found.patched_by:
+        return [Finding(INFO, "target-embed-head-patched",
+                        f"target class {found.architecture} ({found.file}) lacks {EMBED_HEAD} as installed",
+                        f"patch {', '.join(found.patched_by)} of this run adds it before the launch ({how})",
+                        "nothing to do")]
+    error = found.refusal or f"AttributeError: '{found.architecture}' object has no attribute '{EMBED_HEAD}'"
+    return [Finding(ERROR, "target-embed-head-missing",
+                    f"target class {found.architecture} ({found.file}) has no {EMBED_HEAD} on {_host(facts)}: "
+                    f"the server will fail at startup with `{error}`",
+                    f"the speculative worker asks the target for its embedding and lm_head to share with the draft, "
+                    f"for every EAGLE algorithm, once the draft has loaded ({src.embed_head_call}); {how}",
+                    f"add {EMBED_HEAD} to {found.architecture} with a patch of the run (a method that forwards to "
+                    f"the inner model where it wraps one, e.g. `return self.language_model.{EMBED_HEAD}()`), or use "
+                    f"an SGLang release whose {found.file} has it")]

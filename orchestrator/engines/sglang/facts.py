@@ -18,7 +18,8 @@ LLAMA_DRAFT = "LlamaForCausalLMEagle3"
 
 @dataclass(frozen=True)
 class Capture:
-    """Whether the target's class can set the layers whose hidden states it hands the draft."""
+    """Whether the target's class has a method the server asks it for: setting the layers whose
+    hidden states it hands the draft (`capture`), or handing over its embedding and lm_head (`embed_head`)."""
 
     architecture: str
     file: str | None  # relative to the sglang package, e.g. srt/models/kimi_k25.py
@@ -45,6 +46,7 @@ class Facts:
     source: HostSource | None = None
     weights_unread: str | None = None  # why the draft's weights could not be read; None: read (or none found)
     weight_files: int = 1  # how many weight files SGLang would load from the draft folder
+    embed_head: Capture | None = None  # the target class's get_embed_and_head; None: not asked
 
     @property
     def algorithm(self) -> str:

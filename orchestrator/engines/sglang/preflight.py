@@ -35,6 +35,7 @@ CODES = (  # every code a finding can carry; `preflight: {allow: [...]}` names t
     "draft-arch-unknown", "draft-context", "draft-keys-dropped", "draft-keys-missing", "draft-keys-unknown",
     "draft-tokens-adjusted", "draft-weights-missing", "draft-weights-unchecked", "fc-missing", "fc-width",
     "lm-head-missing", "lm-head-shape", "not-a-folder", "t2d-inconsistent", "target-class-not-found",
+    "target-embed-head-missing", "target-embed-head-patched",
 )
 
 
@@ -58,7 +59,8 @@ def check(facts: Facts) -> list[Finding]:
     arch = facts.draft_arch
     if "Eagle3" not in arch:
         return [Finding(INFO, "draft-arch", f"draft architecture {arch} at {facts.draft_path}",
-                        "the checkpoint checks know EAGLE-3 drafts only", "nothing to do")]
+                        "the checkpoint checks know EAGLE-3 drafts only", "nothing to do"),
+                *capture.embed_head(facts)]  # the target is asked for it whatever the draft
     weights = _weights(facts)
     read = not weights
     keys = _keys(facts) if arch == LLAMA_DRAFT else _layer_present(facts)

@@ -10,6 +10,8 @@ file:line they come from. The real releases hold the same facts in different fil
 - ask: how the model runner asks the target for the method: a `hasattr` check that raises with a
   message of its own, or a plain call (then Python's AttributeError);
 - registry: the architectures `EntryClass` registers in `srt/models/*.py`;
+- embed_head_call: where a speculative worker (`srt/speculative/`) asks the target model for
+  `get_embed_and_head()`, a plain call for every EAGLE algorithm (a class without it: AttributeError);
 - the default of SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN.
 The target class's own facts are in classes.py.
 """
@@ -20,9 +22,11 @@ import ast
 from dataclasses import dataclass, field
 
 METHOD = "set_eagle3_layers_to_capture"
+EMBED_HEAD = "get_embed_and_head"  # the target's embedding and lm_head, shared with the draft
 FLAG = "eagle_use_aux_hidden_state"
 USE_AUX = "use_aux_hidden_state"
 EXECUTOR = "srt/model_executor/"
+SPECULATIVE = "srt/speculative/"
 MODELS = "srt/models/"
 
 
@@ -57,6 +61,7 @@ class HostSource:
     registry: dict[str, str]  # architecture -> file registering it
     quoted: dict[str, str] = field(default_factory=dict)  # unregistered draft arch -> a file naming it
     longer_context: bool | None = None  # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN's default; None: not found
+    embed_head_call: str | None = None  # file:line where a speculative worker calls the target's EMBED_HEAD
 
     def eagle3_drafts(self) -> list[str]:
         """The EAGLE-3 draft classes this host registers (by SGLang's naming: ...Eagle3...)."""
@@ -165,6 +170,22 @@ def _text(node: ast.AST) -> str | None:
     return "".join(parts)
 
 
+# -- the speculative workers --------------------------------------------------------------------
+
+
+def embed_head_call(sources: dict[str, str | None]) -> str | None:
+    """The first `<target ...>.get_embed_and_head()` call under srt/speculative/, in file then line
+    order (0.4.10/0.5.9 `self.target_worker.model_runner.model.`, 0.5.23 `target_model.`); the
+    draft's own `set_embed_and_head` is another method."""
+    for path in sorted(p for p in sources if p.startswith(SPECULATIVE)):
+        tree = parse(sources[path])
+        lines = sorted(n.lineno for n in ast.walk(tree) if is_call_of(n, EMBED_HEAD)  # type: ignore[attr-defined]
+                       and "target" in ast.unparse(n.func.value)) if tree else []  # type: ignore[attr-defined]
+        if lines:
+            return f"{path}:{lines[0]}"
+    return None
+
+
 CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 CONTEXT_FILES = ("srt/environ.py", "srt/configs/model_config.py")
 
@@ -191,11 +212,12 @@ def longer_context(sources: dict[str, str | None]) -> bool | None:
 
 
 def survey(output: str) -> tuple[list[str], dict[str, str]]:
-    """`shell.eagle3_survey` output -> (model-runner files to read, {model file: its EntryClass lines})."""
+    """`shell.speculative_survey` output -> (model-runner and speculative-worker files to read,
+    {model file: its EntryClass lines})."""
     executor, snippets = [], {}
     for line in output.splitlines():
         kind, _, rest = line.partition("\t")
-        if kind == "X" and rest:
+        if kind in ("X", "S") and rest:
             executor.append("srt/" + rest.removeprefix("./"))
         elif kind == "E" and rest.count("\t") >= 2:
             name, _, text = rest.split("\t", 2)
