@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import checkpoint, collect, occupancy, patchcheck, patching, hostflags, preflight_run, rehearsal, render, server, spec as specs, store as store_queries, workload
-from .engines.sglang import preflight
 from .errors import EXIT_INTERRUPTED, HostError, OrchError, SpecError
 from .inventory import Host
 from .journal import APPLIED, DRIFTED
@@ -214,12 +213,8 @@ async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report
     found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
                                              plan.patches, overlay, session.packages, allow=plan.allow)
     for f in found:
-        report(label, f"preflight {f.severity.upper()}{' (allowed)' if f.allowed else ''}: {f.what}\n"
-                      f"why: {f.why}\nfix: {f.fix}")
-    bad = preflight.blocking(found, plan.allow)
-    if bad:
-        raise preflight_run.PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: "
-                                           f"{bad[0].what}; fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")
+        report(label, preflight_run.described(f))
+    preflight_run.stop_on_errors(found, plan.allow, label)
 
 
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, report: Report) -> Outcome:

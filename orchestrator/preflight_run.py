@@ -22,7 +22,7 @@ from .spec import PatchDef
 
 SPECULATIVE = ("EAGLE3", "EAGLE", "NEXTN")  # NEXTN runs as EAGLE
 
-__all__ = ["PreflightError", "HostFiles", "findings_for", "gate"]
+__all__ = ["PreflightError", "HostFiles", "described", "findings_for", "gate", "stop_on_errors"]
 
 
 class HostFiles:
@@ -132,12 +132,22 @@ async def gate(spec: Any, plan: Any, session: Any, store: Any, run: Any, report:
                                   packages=session.packages, allow=allow)
     store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
     for f in findings:
-        report(label, f"preflight {f.severity.upper()}{' (allowed)' if f.allowed else ''}: {f.what}\n"
-                      f"why: {f.why}\nfix: {f.fix}")
+        report(label, described(f))
+    stop_on_errors(findings, allow, label)
+    allowed = sum(f.allowed for f in findings)
+    store.event(run, "preflight", f"{len(findings)} finding(s), no errors" if not allowed else
+                f"{len(findings)} finding(s), {allowed} allowed error(s) ({', '.join(allow)})")
+
+
+def described(finding: Finding) -> str:
+    """A finding as a run (or its dry run) reports it: `preflight SEVERITY: what`, then why and fix."""
+    return (f"preflight {finding.severity.upper()}{' (allowed)' if finding.allowed else ''}: {finding.what}\n"
+            f"why: {finding.why}\nfix: {finding.fix}")
+
+
+def stop_on_errors(findings: list[Finding], allow: tuple[str, ...], label: str) -> None:
+    """Raise, naming the first, when an error is not in `allow`."""
     bad = preflight.blocking(findings, allow)
     if bad:
         raise PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: {bad[0].what}; "
                              f"fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")
-    allowed = sum(f.allowed for f in findings)
-    store.event(run, "preflight", f"{len(findings)} finding(s), no errors" if not allowed else
-                f"{len(findings)} finding(s), {allowed} allowed error(s) ({', '.join(allow)})")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from orchestrator import checkpoint
+from orchestrator import checkpoint, preflight_run
 from orchestrator import spec as specs
 from orchestrator.engines.sglang import classes, preflight, safetensors
 from orchestrator.engines.sglang.preflight import ERROR, INFO, LAYERS, MIDLAYER, WARNING, Capture, Facts, Finding
@@ -248,6 +248,16 @@ def test_allowed_errors_are_marked_and_do_not_block():
     assert preflight.blocking(found, ("algorithm-not-eagle3", "fc-width")) == []
     assert [f.code for f in preflight.blocking(found)] == ["algorithm-not-eagle3", "fc-width"]
     assert marked[0].as_json()["allowed"] is True and marked[0].severity == ERROR  # the severity stays
+
+
+def test_a_finding_is_reported_as_severity_what_why_fix():
+    found = preflight.acknowledged([Finding(ERROR, "algorithm-not-eagle3", "w", "y", "f")], ("algorithm-not-eagle3",))
+    assert preflight_run.described(found[0]) == "preflight ERROR (allowed): w\nwhy: y\nfix: f"
+    assert preflight_run.described(Finding(INFO, "draft-arch", "w", "y", "f")) == "preflight INFO: w\nwhy: y\nfix: f"
+    preflight_run.stop_on_errors(found, ("algorithm-not-eagle3",), "story@gpu")  # allowed: no error
+    with pytest.raises(preflight_run.PreflightError, match=r"^preflight: 1 error\(s\) in the checkpoints of story@gpu: w; "
+                                                           r"fix: f \(`orch run --no-preflight` runs anyway\)$"):
+        preflight_run.stop_on_errors(found, (), "story@gpu")
 
 
 def write_spec(tmp_path: Path, top: str, variant: str) -> Path:
