@@ -60,7 +60,7 @@ def test_set_overrides_win_and_parse_yaml_scalars(project):
     [
         ("name: x\nbogus: 1\n", "e.yaml:3: unknown key 'bogus' in the experiment"),
         ("variants:\n  a:\n    patches: [nope]\n", "e.yaml:4: variant 'a' uses unknown patch 'nope'"),
-        ("patches:\n  p:\n    file: f\n    find: a\n", "e.yaml:3: patch 'p' needs exactly one of replace"),
+        ("patches:\n  p:\n    file: /f\n    find: a\n", "e.yaml:3: patch 'p' needs exactly one of replace"),
         ("patches:\n  p:\n    find: a\n    replace: b\n", "e.yaml:3: patch 'p' needs `file:`"),
         ("repeats: 0\n", "e.yaml:2: `repeats` must be a whole number >= 1"),
         ("env:\n  1BAD: x\n", "e.yaml:3: '1BAD' is not a valid environment variable name"),
