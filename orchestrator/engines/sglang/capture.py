@@ -13,7 +13,7 @@ from .finding import ERROR, INFO, WARNING, Finding
 from .source import EMBED_HEAD, METHOD
 
 if TYPE_CHECKING:
-    from .facts import Facts
+    from .facts import Capture, Facts
 
 
 def unregistered(facts: Facts) -> list[Finding]:
@@ -106,10 +106,7 @@ def _target(facts: Facts) -> list[Finding]:
                         "check the target's config.json `architectures`")]
     how = "; ".join(capture.chain)
     if capture.patched_by:
-        return [Finding(INFO, "aux-capture-patched",
-                        f"target class {capture.architecture} ({capture.file}) lacks {METHOD} as installed",
-                        f"patch {', '.join(capture.patched_by)} of this run adds it before the launch ({how})",
-                        "nothing to do")]
+        return [_patched("aux-capture-patched", capture, METHOD)]
     error = capture.refusal or (src.ask.error(capture.architecture) if src and src.ask else
                                 f"AttributeError: '{capture.architecture}' object has no attribute '{METHOD}'")
     asked = f" ({src.ask.where})" if src and src.ask else ""
@@ -121,6 +118,13 @@ def _target(facts: Facts) -> list[Finding]:
                     f"inner model where it has one), or use an SGLang release whose {capture.file} has it")]
 
 
+def _patched(code: str, found: Capture, method: str) -> Finding:
+    """A target class that lacks `method` as installed, which a patch of the run adds."""
+    return Finding(INFO, code, f"target class {found.architecture} ({found.file}) lacks {method} as installed",
+                   f"patch {', '.join(found.patched_by)} of this run adds it before the launch ({'; '.join(found.chain)})",
+                   "nothing to do")
+
+
 def embed_head(facts: Facts) -> list[Finding]:
     """Every EAGLE algorithm shares the target's embedding and lm_head with the draft, asking the target
     class for them once the draft has loaded: a class without the method stops the server there."""
@@ -130,10 +134,7 @@ def embed_head(facts: Facts) -> list[Finding]:
         return []  # has it, not found (target-class-not-found says so for EAGLE3), or the host never asks
     how = "; ".join(found.chain)
     if found.patched_by:
-        return [Finding(INFO, "target-embed-head-patched",
-                        f"target class {found.architecture} ({found.file}) lacks {EMBED_HEAD} as installed",
-                        f"patch {', '.join(found.patched_by)} of this run adds it before the launch ({how})",
-                        "nothing to do")]
+        return [_patched("target-embed-head-patched", found, EMBED_HEAD)]
     error = found.refusal or f"AttributeError: '{found.architecture}' object has no attribute '{EMBED_HEAD}'"
     return [Finding(ERROR, "target-embed-head-missing",
                     f"target class {found.architecture} ({found.file}) has no {EMBED_HEAD} on {_host(facts)}: "
