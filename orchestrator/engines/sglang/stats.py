@@ -160,6 +160,9 @@ def _number(text: str, kind: type):
 # SGLang's own style (`[time ranks] ` after text without a bracket, such as a Ray actor's
 # "(Engine pid=1) ") matches without backtracking; other styles cost a short walk back per line.
 _LAYOUT_PREFIX = "^" + _PREFIX_SOURCE
+# SGLang's own style alone (`[date time ranks] `, nothing bracketed before it), with the same
+# groups: tried first on each block, it matches in one pass, where the general prefix walks.
+_OWN_PREFIX = r"^()[^\[\n]*\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?:[ \t]+[A-Z][A-Z_]*\d+)*)\][ \t]*"
 _BOOLS = {"True": True, "False": False, b"True": True, b"False": False}
 
 
@@ -173,7 +176,7 @@ class _Layout:
 
 
 @lru_cache(maxsize=64)
-def _layout(kind: _Kind, sample: str, is_bytes: bool) -> _Layout:
+def _layout(kind: _Kind, sample: str, is_bytes: bool, own_prefix: bool = False) -> _Layout:
     items, _ = _items(sample[sample.find(kind.header) + len(kind.header):].lstrip(" [0123456789]"))
     parts, columns = [], []
     for name, value in items:
@@ -185,7 +188,7 @@ def _layout(kind: _Kind, sample: str, is_bytes: bool) -> _Layout:
             columns.append(("graph", False, _BOOLS.__getitem__))
         else:
             columns.append((name, True, float))
-    source = (_LAYOUT_PREFIX + re.escape(kind.header) + r"(?: \[(\d+)\])?[.,]? " + ", ".join(parts)
+    source = ((_OWN_PREFIX if own_prefix else _LAYOUT_PREFIX) + re.escape(kind.header) + r"(?: \[(\d+)\])?[.,]? " + ", ".join(parts)
               + r"[, \t\r]*$")
     return _Layout(re.compile(source.encode() if is_bytes else source, re.MULTILINE), tuple(columns))
 
@@ -204,13 +207,15 @@ def _parse_block(lines: list, kind: _Kind) -> list:
     is_bytes = isinstance(lines[0], bytes)
     sample = lines[0].decode("utf-8", "replace") if is_bytes else lines[0]
     if _parse_line(sample, kind) is not None:
-        layout = _layout(kind, sample, is_bytes)
-        rows = layout.regex.findall((b"\n" if is_bytes else "\n").join(lines))
-        if len(rows) == len(lines):
-            try:
-                return _records(rows, layout, kind)
-            except (ValueError, KeyError):  # a value that is not a number: take the lines one by one
-                pass
+        block = (b"\n" if is_bytes else "\n").join(lines)
+        for own_prefix in (True, False):
+            layout = _layout(kind, sample, is_bytes, own_prefix)
+            rows = layout.regex.findall(block)
+            if len(rows) == len(lines):
+                try:
+                    return _records(rows, layout, kind)
+                except (ValueError, KeyError):  # a value that is not a number: take the lines one by one
+                    break
     texts = (line.decode("utf-8", "replace") for line in lines) if is_bytes else lines
     return [record for record in map(_parse_line, texts, repeat(kind)) if record is not None]
 
