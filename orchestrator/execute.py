@@ -231,6 +231,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
         spec_path=str(spec.path), spec=spec.raw, params=context["params"],
         env=mask_env(env, context["secret_names"]), command=hide(script, hidden), controller=_controller(),
+        plan_key=plan.key, fingerprint=plan.fingerprint or None,  # what --resume matches (plankey)
     )
     store.add(run)
     report(label, f"run {run.id} ({uid}) started")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -104,6 +105,15 @@ class RunPlan:
     repeat: int
     hosts: tuple[str, ...]
     allow: tuple[str, ...] = ()  # preflight error codes that are reported and stored but do not stop the run
+    point: dict[str, Any] = field(default_factory=dict)  # this plan's matrix values ({} without a matrix)
+    fingerprint: str = ""  # what defines the run (plankey.fingerprint); "" until plankey.fingerprinted sets it
+
+    @property
+    def key(self) -> str:
+        """The plan's stable name across invocations: experiment, variant, matrix point, repeat index
+        (what `--resume` looks up; see plankey)."""
+        return json.dumps([self.experiment, self.variant, self.point, self.repeat], sort_keys=True,
+                          separators=(",", ":"), default=str)
 
 
 TOP_KEYS = {
@@ -178,6 +188,7 @@ def expand(spec: Spec, overrides: list[str] = (), variants: tuple[str, ...] = ()
                         repeat=repeat,
                         hosts=spec.hosts,
                         allow=tuple(dict.fromkeys(spec.allow + variant.allow)),
+                        point=dict(zip(keys, combo)),
                     )
                 )
     return plans

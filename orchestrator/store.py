@@ -10,7 +10,7 @@ import re
 import zlib
 from typing import Any
 
-from sqlalchemy import JSON, Column, LargeBinary, event
+from sqlalchemy import JSON, Column, Index, LargeBinary, event
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
@@ -42,6 +42,11 @@ class Run(SQLModel, table=True):
     controller: str = ""
     started_at: str = Field(default_factory=now)
     ended_at: str | None = None
+    plan_key: str | None = None  # RunPlan.key; None on runs recorded before runs carried one
+    fingerprint: str | None = None  # plankey.fingerprint of the plan
+
+    # --resume reads (key, fingerprint, id) of an experiment's succeeded runs from this index alone
+    __table_args__ = (Index("ix_run_resume", "experiment", "status", "plan_key", "fingerprint"),)
 
 
 class PatchRow(SQLModel, table=True):
@@ -134,6 +139,7 @@ class Store:
         except DatabaseError as exc:  # OperationalError (path, permissions) and "file is not a database"
             raise StoreError(f"cannot open database {url!r}: {exc.orig}; check the path, its folder and that "
                              "it is an orch database") from None
+        _ensure_resume_index(self.engine)
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -204,6 +210,18 @@ class Store:
             if limit:
                 query = query.limit(limit)
             return list(reversed(s.exec(query).all()))
+
+    def succeeded_keys(self, experiment: str) -> dict[str, dict[str, int]]:
+        """key -> {fingerprint: latest run id} of the experiment's succeeded runs that carry a key:
+        three columns through the resume index, never whole runs."""
+        query = (select(Run.plan_key, Run.fingerprint, Run.id)
+                 .where(Run.experiment == experiment, Run.status == SUCCEEDED, Run.plan_key.is_not(None)))  # type: ignore[union-attr]
+        found: dict[str, dict[str, int]] = {}
+        with self.engine.connect() as conn:
+            for key, fingerprint, run_id in conn.execute(query):
+                seen = found.setdefault(key, {})
+                seen[fingerprint] = max(run_id, seen.get(fingerprint, 0))
+        return found
 
     def get(self, ref: str) -> Run:
         """A run by id (`12`), uid or unique uid prefix, `last`, or `last~N` (N runs before it)."""
@@ -286,6 +304,16 @@ class Store:
             "started_at": run.started_at,
             "ended_at": run.ended_at,
         }
+
+
+def _ensure_resume_index(engine: Any) -> None:
+    """A database made before runs carried a key gets its columns from the schema upgrade; its index here."""
+    index = next(i for i in Run.__table__.indexes if i.name == "ix_run_resume")  # type: ignore[attr-defined]
+    try:
+        index.create(engine, checkfirst=True)
+    except DatabaseError as exc:  # another controller made it between the check and the create
+        if "already exists" not in str(exc.orig).lower():
+            raise
 
 
 def dumps(data: Any) -> str:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from .. import spec as specs, ui
+from .. import plankey, spec as specs, ui
 from ..errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from . import SET_HELP, _load, _store, app
 
@@ -38,11 +37,12 @@ def run(
         spec = dataclasses.replace(spec, preflight=False)
     if allow_busy_gpus:
         spec = dataclasses.replace(spec, allow_busy_gpus=True)
+    plans = plankey.fingerprinted(spec, plans)
     store = _store()
     if resume:
-        plans = _unfinished(store, plans)
+        plans = _unfinished(store, spec.name, plans)
         if not plans:
-            ui.console.print("every plan already has a succeeded run; nothing to do")
+            ui.console.print("every plan already has a succeeded run with the same fingerprint; nothing to do")
             raise typer.Exit(EXIT_OK)
     outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.progress, dry_run=dry_run))
     if not dry_run:
@@ -63,22 +63,13 @@ def _severity(code: int) -> int:
     return {EXIT_OK: 0, EXIT_RUN_FAILED: 1, EXIT_BAD_INPUT: 2, EXIT_HOST: 3, EXIT_INTERRUPTED: 4}.get(code, 1)
 
 
-def _unfinished(store: Store, plans: list[specs.RunPlan]) -> list[specs.RunPlan]:
-    """The plans without a succeeded run of the same variant and params yet (for --resume)."""
-    from ..store import SUCCEEDED
-
-    done: dict[tuple[str, str], int] = {}
-    for r in store.runs(status=SUCCEEDED):
-        key = (r.variant, json.dumps(r.params, sort_keys=True, default=str))
-        done[key] = done.get(key, 0) + 1
-    left = []
-    for plan in plans:
-        key = (plan.variant, json.dumps(plan.params, sort_keys=True, default=str))
-        if done.get(key, 0) > 0:
-            done[key] -= 1
-        else:
-            left.append(plan)
-    return left
+def _unfinished(store: Store, experiment: str, plans: list[specs.RunPlan]) -> list[specs.RunPlan]:
+    """The plans without a succeeded run of the same key and fingerprint in this experiment (for
+    --resume), one line per plan saying why it runs or is skipped."""
+    decisions = plankey.decide(plans, store.succeeded_keys(experiment))
+    for decision in decisions:
+        ui.console.print(decision.line, markup=False)
+    return [d.plan for d in decisions if d.runs]
 
 
 @app.command()
