@@ -92,7 +92,7 @@ async def wait_ready(
             raise early_exit(conn.host.name, server, bytes(log), status.exit_code)
         if time.monotonic() >= next_health:
             next_health = time.monotonic() + HEALTH_EVERY_SECONDS
-            code, _ = await asyncio.to_thread(http.get, f"http://{address[0]}:{address[1]}/health_generate", 2.0)
+            code, _ = await http.get(f"http://{address[0]}:{address[1]}/health_generate", 2.0)
             if code == 200:
                 await _ensure_own_listener(conn, server)
                 return bytes(log)
@@ -133,20 +133,29 @@ def tail(log: bytes, lines: int = 20) -> list[str]:
 
 @dataclass(frozen=True)
 class Stopped:
-    """How a server ended: gone (nothing of the run left alive), whether it needed SIGKILL, and how
-    many of its processes had left the process group (stopped all the same, found by the run mark)."""
+    """How a server ended: gone (nothing of the run left alive), whether it needed SIGKILL, how
+    many of its processes had left the process group (stopped all the same, found by the run mark),
+    and the server's exit code (None when unknown: SIGKILL ends the wrapper that records it)."""
 
     gone: bool
     killed: bool
     strays: int
     left: tuple[int, ...] = ()
+    exit_code: int | None = None
 
     def summary(self, grace: float) -> str:
         if not self.gone:
             return f"processes {', '.join(map(str, self.left))} of the run still alive after SIGKILL"
         said = (f"process group gone after SIGKILL: it ignored SIGTERM for {grace:.0f} s" if self.killed
                 else "process group gone")
+        said += f"; exit code {self.exit_code}" if self.exit_code is not None else ""
         return said + (f"; {self.strays} process(es) that had left its process group stopped too" if self.strays else "")
+
+
+# Seconds between liveness checks after SIGTERM: a server that exits at once is seen gone within
+# tens of milliseconds; one that takes its time costs one host command per STOP_POLL_SECONDS.
+STOP_FIRST_POLLS = (0.02, 0.03, 0.05, 0.1)
+STOP_POLL_SECONDS = 0.2
 
 
 async def stop(conn: Connection, server: Server, grace: float = STOP_GRACE_SECONDS) -> Stopped:
@@ -154,18 +163,28 @@ async def stop(conn: Connection, server: Server, grace: float = STOP_GRACE_SECON
     up to `grace`, then SIGKILL what is left."""
     strays = len([kind for kind, _ in await _processes(conn, server, "TERM") if kind == "m"])
     deadline = time.monotonic() + grace
+    pauses = iter(STOP_FIRST_POLLS)
     while time.monotonic() < deadline:
         if not await _processes(conn, server):
-            return Stopped(True, False, strays)
-        await asyncio.sleep(0.2)
+            return Stopped(True, False, strays, exit_code=await exit_code(conn, server))
+        await asyncio.sleep(next(pauses, STOP_POLL_SECONDS))
     await _processes(conn, server, "KILL")
     left: list[tuple[str, int]] = []
     for _ in range(25):
         left = await _processes(conn, server)
         if not left:
-            return Stopped(True, True, strays)
-        await asyncio.sleep(0.2)
+            return Stopped(True, True, strays, exit_code=await exit_code(conn, server))
+        await asyncio.sleep(STOP_POLL_SECONDS)
     return Stopped(False, True, strays, tuple(pid for _, pid in left))
+
+
+async def exit_code(conn: Connection, server: Server) -> int | None:
+    """The exit code the launch wrapper recorded, or None when it recorded none."""
+    try:
+        text = (await conn.read_file(f"{server.run_dir}/exit_code")).decode(errors="replace").strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 async def _processes(conn: Connection, server: Server, sig: str | None = None) -> list[tuple[str, int]]:

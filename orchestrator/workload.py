@@ -104,21 +104,21 @@ async def run(base_url: str, workload: Workload) -> WorkloadResult:
 
     async def one(text: str) -> RequestResult:
         async with limit:
-            return await asyncio.to_thread(_generate, base_url, text, workload)
+            return await _generate(base_url, text, workload)
 
     results = await asyncio.gather(*(one(t) for t in prompts(workload)))
     return WorkloadResult(tuple(results), time.monotonic() - started)
 
 
-def _generate(base_url: str, text: str, workload: Workload) -> RequestResult:
+async def _generate(base_url: str, text: str, workload: Workload) -> RequestResult:
     payload = {
         "text": text,
         "sampling_params": {"max_new_tokens": workload.max_new_tokens, "temperature": workload.temperature},
     }
     started = time.monotonic()
     try:
-        body = http.post_json(f"{base_url}/generate", payload)
-    except Exception as exc:  # urllib raises several types; all mean the request failed
+        body = await http.post_json(f"{base_url}/generate", payload)
+    except http.HTTPError as exc:
         raise WorkloadError(f"{base_url}/generate failed: {exc}") from None
     meta: dict[str, Any] = body.get("meta_info", {}) if isinstance(body, dict) else {}
     return RequestResult(
@@ -142,7 +142,7 @@ def _histogram(meta: dict[str, Any]) -> tuple[int, ...]:
 async def server_info(base_url: str) -> tuple[dict[str, Any] | None, str | None]:
     """`/server_info` (0.5.9+) or `/get_server_info` (older); the body and the endpoint used."""
     for endpoint in ("/server_info", "/get_server_info"):
-        status, body = await asyncio.to_thread(http.get, base_url + endpoint, 10.0)
+        status, body = await http.get(base_url + endpoint, 10.0)
         if status == 200:
             try:
                 return json.loads(body), endpoint

@@ -374,6 +374,7 @@ def _wait_and_warmup(server_args) -> None:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 2048  # uvicorn's backlog; socketserver's 5 drops connections of a burst (retried after 1 s)
 
 
 def _bind_error_message(host: str, port: int, exc: OSError) -> str:
