@@ -22,6 +22,7 @@ runs carried a key do not count.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .secrets import is_secret_name
-from .spec import RunPlan, Spec
+from .spec import PatchDef, RunPlan, Spec
 
 VERSION = 1  # part of every fingerprint: a change of what goes in makes old runs "changed", never equal
 HOST_SPECIFIC_PARAMS = frozenset({"port"})  # a free port differs per host and per invocation
@@ -37,30 +38,38 @@ HOST_SPECIFIC_PARAMS = frozenset({"port"})  # a free port differs per host and p
 
 def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
     """The plans with their fingerprint set (the spec-wide parts are read once)."""
-    shared = _spec_parts(spec)
+    shared = _spec_digest(spec)
     return [dataclasses.replace(p, fingerprint=fingerprint(spec, p, shared)) for p in plans]
 
 
-def fingerprint(spec: Spec, plan: RunPlan, shared: dict[str, Any] | None = None) -> str:
-    parts = {
-        **(shared if shared is not None else _spec_parts(spec)),
-        "params": {k: v for k, v in plan.params.items() if k not in HOST_SPECIFIC_PARAMS},
-        "env": {k: ("<secret>" if is_secret_name(k, spec.secrets) else v) for k, v in plan.env.items()},
-        "patches": [[p.file, p.find, p.action, p.text, p.count, p.diff] for p in plan.patches],
-    }
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+def fingerprint(spec: Spec, plan: RunPlan, shared: str | None = None) -> str:
+    parts = [
+        shared if shared is not None else _spec_digest(spec),
+        {k: v for k, v in plan.params.items() if k not in HOST_SPECIFIC_PARAMS},
+        {k: ("<secret>" if is_secret_name(k, spec.secrets) else v) for k, v in plan.env.items()},
+        [_patch_digest(p) for p in plan.patches],
+    ]
+    return _digest(parts)
 
 
-def _spec_parts(spec: Spec) -> dict[str, Any]:
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)  # a patch is hashed once however many plans use it (a PatchDef is its contents)
+def _patch_digest(patch: PatchDef) -> str:
+    return _digest([patch.file, patch.find, patch.action, patch.text, patch.count, patch.diff])
+
+
+def _spec_digest(spec: Spec) -> str:
     workload = dataclasses.asdict(spec.workload)
     workload["prompts"] = _file_hash(Path(spec.workload.prompts)) if spec.workload.prompts else None
-    return {
+    return _digest({
         "version": VERSION,
         "template": _file_hash(spec.template),
         "checkpoints": [[c.name, c.dest, list(c.transforms), _source_hash(c.src)] for c in spec.checkpoints],
         "workload": workload,
-    }
+    })
 
 
 def _file_hash(path: Path) -> str:

@@ -215,7 +215,8 @@ class Store:
         """key -> {fingerprint: latest run id} of the experiment's succeeded runs that carry a key:
         three columns through the resume index, never whole runs."""
         query = (select(Run.plan_key, Run.fingerprint, Run.id)
-                 .where(Run.experiment == experiment, Run.status == SUCCEEDED, Run.plan_key.is_not(None)))  # type: ignore[union-attr]
+                 .where(Run.experiment == experiment, Run.status == SUCCEEDED,
+                        Run.plan_key.is_not(None)))  # type: ignore[union-attr]
         found: dict[str, dict[str, int]] = {}
         with self.engine.connect() as conn:
             for key, fingerprint, run_id in conn.execute(query):

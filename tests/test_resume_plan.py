@@ -43,8 +43,8 @@ def test_fingerprint_is_the_same_for_another_port_and_changes_with_what_defines_
     assert plans_of(demo_spec, "env.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=0")["story"].fingerprint != \
         base["story"].fingerprint
     patch = demo_spec.patches["kimi-aux-capture"]
-    edited = dataclasses.replace(demo_spec, patches={**demo_spec.patches,
-                                                     "kimi-aux-capture": dataclasses.replace(patch, text=patch.text + "#\n")})
+    longer = dataclasses.replace(patch, text=patch.text + "#\n")
+    edited = dataclasses.replace(demo_spec, patches={**demo_spec.patches, "kimi-aux-capture": longer})
     changed = plans_of(edited)
     assert changed["fixed"].fingerprint != base["fixed"].fingerprint
     assert changed["story"].fingerprint == base["story"].fingerprint  # story does not use that patch

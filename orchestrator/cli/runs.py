@@ -24,7 +24,8 @@ def run(
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Run only these variants (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and check everything; change nothing."),
-    resume: bool = typer.Option(False, "--resume", help="Skip plans (variant, matrix point, repeat) that have a succeeded run in this experiment with the same fingerprint."),
+    resume: bool = typer.Option(False, "--resume", help="Skip plans (variant, matrix point, repeat) that have a "
+                                "succeeded run in this experiment with the same fingerprint."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the checkpoint checks (recorded with each run)."),
     allow_busy_gpus: bool = typer.Option(False, "--allow-busy-gpus",
                                          help="Run even where another process holds the run's GPUs (recorded with each run)."),
