@@ -62,9 +62,12 @@ def launch(run_dir: str, script: str = "launch.sh", log: str = "server.log") -> 
     the background: a backgrounded `a && b &` list would keep our output pipe open until the
     server exits.
     """
+    # The stop signals the whole group, the wrapper too: its TERM/INT trap (a no-op, run once the
+    # server has exited) keeps it alive to write the exit code. A trapped signal is reset to the
+    # default in the server, which the signal reaches directly as a member of the group.
     # secrets.env (0600, when the run has secrets) is read into the environment, then removed:
     # the server inherits the values, and no file or command line keeps them.
-    wrapper = (f"echo $$ > pid; if [ -f {SECRETS_FILE} ]; then set -a; . ./{SECRETS_FILE}; set +a; "
+    wrapper = (f"trap : TERM INT; echo $$ > pid; if [ -f {SECRETS_FILE} ]; then set -a; . ./{SECRETS_FILE}; set +a; "
                f"rm -f {SECRETS_FILE}; fi; bash {quote(script)}; echo $? > exit_code")
     return (
         f"cd {path(run_dir)} || exit 1; rm -f pid exit_code; "
@@ -109,12 +112,13 @@ def group_alive(pgid: int) -> str:
 def run_processes(pgid: int, run_dir: str, sig: str | None = None) -> str:
     """Print `g PID` for every live process of the group `pgid` and `m PID` for every other one
     carrying `run_dir`'s run mark (a child that left the group with `setsid ... &`); with `sig`,
-    signal each.
+    signal the group and each of the others (a second signal to a member could cut its shutdown
+    short and change its exit code).
 
     Zombies are left out: an exited child the host's init has not reaped yet holds no GPU and no
     port. Only builtins run per process (reading /proc), so a busy host is scanned in milliseconds.
     """
-    signal = f'kill -s {quote(sig)} -- "$p" 2>/dev/null; ' if sig else ""
+    signal = f'[ "$k" = m ] && kill -s {quote(sig)} -- "$p" 2>/dev/null; ' if sig else ""
     group = f"kill -s {quote(sig)} -- -{int(pgid)} 2>/dev/null; " if sig else ""
     return (
         f'{group}cd {path(run_dir)} 2>/dev/null || exit 0; want="{RUN_MARK}=$PWD"; '

@@ -1,0 +1,113 @@
+"""The stop returns as soon as the server's process group has exited, and the server's exit code is
+recorded: the launch wrapper survives the group's SIGTERM long enough to write it."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import server, sim as rehearsal_sim
+from orchestrator.inventory import Host
+from orchestrator.remote.local import LocalConnection
+
+# exits with 7 on SIGTERM; writes `started` once its handler is in place
+PROMPT_EXIT = ("#!/usr/bin/env bash\nexec python3 -c 'import signal, sys, time; "
+               "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7)); open(\"started\", \"w\").write(\"up\"); time.sleep(300)'\n")
+
+
+def wait_for(path: Path, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.is_file():
+        assert time.monotonic() < deadline, f"{path} never written"
+        time.sleep(0.02)
+
+
+async def timed_stops(tmp_path: Path, script: str, trials: int) -> list[tuple[float, server.Stopped, Path]]:
+    conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path / "work")))
+    out = []
+    try:
+        for trial in range(trials):
+            run_dir = tmp_path / "work" / "runs" / f"r{trial}"
+            srv = await server.launch(conn, str(run_dir), script, 30000, {"API_TOKEN": "s3cret"})
+            await asyncio.to_thread(wait_for, run_dir / "started")
+            began = time.monotonic()
+            stopped = await server.stop(conn, srv, grace=10)
+            out.append((time.monotonic() - began, stopped, run_dir))
+    finally:
+        await conn.close()
+    return out
+
+
+def test_a_server_that_exits_on_sigterm_is_seen_gone_at_once_and_its_exit_code_is_recorded(tmp_path):
+    stops = asyncio.run(timed_stops(tmp_path, PROMPT_EXIT, trials=3))
+    assert min(seconds for seconds, _, _ in stops) < 0.3
+    for _, stopped, run_dir in stops:
+        assert stopped.gone and not stopped.killed and stopped.exit_code == 7
+        assert stopped.summary(10) == "process group gone; exit code 7"
+        assert (run_dir / "exit_code").read_text().strip() == "7"
+        assert not (run_dir / "secrets.env").exists()  # the secrets file is still read and removed
+
+
+def test_the_secrets_and_the_run_mark_still_reach_the_server(tmp_path):
+    script = "#!/usr/bin/env bash\necho \"$API_TOKEN $ORCH_RUN_DIR\" > seen\necho up > started\nexec sleep 300\n"
+    [(_, stopped, run_dir)] = asyncio.run(timed_stops(tmp_path, script, trials=1))
+    assert (run_dir / "seen").read_text().split() == ["s3cret", str(run_dir)]
+    assert stopped.gone and stopped.exit_code == 143  # sleep ends by the SIGTERM: 128 + 15
+
+
+def test_a_server_killed_after_the_grace_has_no_exit_code_and_says_nothing_of_one(tmp_path):
+    async def go():
+        conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path / "work")))
+        run_dir = tmp_path / "work" / "runs" / "r1"
+        srv = await server.launch(conn, str(run_dir), "#!/usr/bin/env bash\ntrap '' TERM\necho up > started\n"
+                                  "while :; do sleep 0.1; done\n", 30000)
+        await asyncio.to_thread(wait_for, run_dir / "started")
+        try:
+            return await server.stop(conn, srv, grace=0.5)
+        finally:
+            await conn.close()
+
+    stopped = asyncio.run(go())
+    assert stopped.gone and stopped.killed and stopped.exit_code is None
+    assert "exit code" not in stopped.summary(0.5)
+
+
+@pytest.fixture(scope="module")
+def rehearsal_tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sim")
+    rehearsal_sim.assemble(rehearsal_sim.DEFAULT_RELEASE, root)
+    subprocess.run([sys.executable, str(Path(rehearsal_sim.__file__).parent / "make_checkpoints.py"),
+                    str(root / "checkpoints")], check=True, capture_output=True)
+    return root
+
+
+def test_the_rehearsal_server_stops_within_0_3_s_and_exits_0(tmp_path, rehearsal_tree):
+    port = 30000 + (hash(str(tmp_path)) % 20000)
+    script = ("#!/usr/bin/env bash\nexport PYTHONPATH={root} ORCH_REHEARSAL_LOAD_SECONDS=0 "
+              "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n"
+              "exec {python} -m sglang.launch_server --model-path {root}/checkpoints/llama-target --port {port}\n"
+              ).format(root=shlex.quote(str(rehearsal_tree)), python=shlex.quote(sys.executable), port=port)
+
+    async def go():
+        conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path / "work")))
+        results = []
+        try:
+            for trial in range(2):
+                srv = await server.launch(conn, str(tmp_path / "work" / "runs" / f"r{trial}"), script, port)
+                await server.wait_ready(conn, srv, timeout=60)
+                began = time.monotonic()
+                stopped = await server.stop(conn, srv)
+                results.append((time.monotonic() - began, stopped))
+        finally:
+            await conn.close()
+        return results
+
+    results = asyncio.run(go())
+    assert all(stopped.gone and not stopped.killed and stopped.exit_code == 0 for _, stopped in results), results
+    assert min(seconds for seconds, _ in results) < 0.3, results
