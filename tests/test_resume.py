@@ -4,10 +4,14 @@ host, a real SQLite file, a new free port on every invocation."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
-from conftest import free_port
-from test_run import demo, orch  # noqa: F401  (demo: fixture)
+from conftest import ROOT, free_port
+from test_run import ORCH, demo, orch  # noqa: F401  (demo: fixture)
 
 AUX_DOC = '"""Set the layers to capture for EAGLE3 speculative decoding."""'  # in kimi-aux-capture: `fixed` only
 
@@ -49,3 +53,27 @@ def test_resume_runs_exactly_the_failed_then_the_changed_plan(project, demo):
     assert "story (repeat 0): skipped, run 1 succeeded" in changed.stdout
     assert "fixed (repeat 0): fingerprint changed since run 3: runs again" in changed.stdout
     assert runs(project)[3:] == [(4, "fixed", "succeeded")]
+
+
+def test_resume_after_an_interrupted_run_runs_exactly_the_missing_plan(project, demo):
+    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([*ORCH, "run", str(demo), "--set", f"port={free_port()}"], cwd=project, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, deadline = "", time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        line = proc.stdout.readline()
+        output += line
+        if "fixed@local" in line and "started" in line:
+            break
+    time.sleep(0.5)  # somewhere in the `fixed` run: patching, starting, serving
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output + rest
+    assert [(v, s) for _, v, s in runs(project)] == [("story", "succeeded"), ("fixed", "interrupted")]
+
+    resumed = run(project, demo, "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "story (repeat 0): skipped, run 1 succeeded" in resumed.stdout
+    assert "fixed (repeat 0): no succeeded run yet: runs" in resumed.stdout
+    assert runs(project)[2:] == [(3, "fixed", "succeeded")]
