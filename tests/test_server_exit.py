@@ -4,13 +4,17 @@ recorded: the launch wrapper survives the group's SIGTERM long enough to write i
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, free_port
+from test_run import orch
 
 from orchestrator import server, sim as rehearsal_sim
 from orchestrator.inventory import Host
@@ -111,3 +115,13 @@ def test_the_rehearsal_server_stops_within_0_3_s_and_exits_0(tmp_path, rehearsal
     results = asyncio.run(go())
     assert all(stopped.gone and not stopped.killed and stopped.exit_code == 0 for _, stopped in results), results
     assert min(seconds for seconds, _ in results) < 0.3, results
+
+
+def test_a_runs_stopped_event_records_the_servers_exit_code(project):
+    demo = project / "experiments" / "eagle_debug.yaml"
+    shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", demo)
+    done = orch(project, "run", str(demo), "--variant", "fixed", "--set", f"port={free_port()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [run] = json.loads(orch(project, "ls", "--json").stdout)
+    events = json.loads(orch(project, "show", str(run["id"]), "--json").stdout)["events"]
+    assert [e["message"] for e in events if e["kind"] == "stopped"] == ["process group gone; exit code 0"]
