@@ -42,10 +42,13 @@ COLUMNS = ("uid", "experiment", "variant", "host", "status", "repeat", "spec_pat
            "command", "flags", "controller", "started_at", "plan_key", "fingerprint")
 
 
-def demo_plans(plans: int) -> list[specs.RunPlan]:
+def demo_plans(plans: int) -> tuple[list[specs.RunPlan], float]:
+    """The plans, fingerprinted, and the seconds fingerprinting took."""
     spec = specs.load(DEMO)
     spec = dataclasses.replace(spec, matrix={"speculative_num_steps": tuple(range(plans // len(spec.variants)))})
-    return plankey.fingerprinted(spec, specs.expand(spec))
+    expanded = specs.expand(spec)
+    started = time.perf_counter()
+    return plankey.fingerprinted(spec, expanded), time.perf_counter() - started
 
 
 def fabricate(path: Path, runs: int, plans: list[specs.RunPlan]) -> None:
@@ -88,16 +91,19 @@ def by_whole_runs(store: Store, plans: list[specs.RunPlan]) -> int:
 
 
 def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    """This process's peak RSS (VmHWM: unlike ru_maxrss, not carried over from the parent across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB, without /proc
 
 
 def measure(way: str, path: Path, plans: int) -> None:
     """One way, in this (child) process: prints a JSON line."""
-    started = time.perf_counter()
-    plan_list = demo_plans(plans)
-    fingerprinting = time.perf_counter() - started
+    plan_list, fingerprinting = demo_plans(plans)
     store = Store(f"sqlite:///{path}")
     plan_resume = by_key if way == "key" else by_whole_runs
+    before = peak_mb()
     started = time.perf_counter()
     to_run = plan_resume(store, plan_list)
     seconds = time.perf_counter() - started
@@ -106,7 +112,7 @@ def measure(way: str, path: Path, plans: int) -> None:
     plan_resume(store, plan_list)
     allocated = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
-    print(json.dumps({"way": way, "seconds": seconds, "peak_mb": peak, "allocated_mb": allocated,
+    print(json.dumps({"way": way, "seconds": seconds, "peak_mb": peak, "before_mb": before, "allocated_mb": allocated,
                       "to_run": to_run, "plans": len(plan_list), "fingerprinting": fingerprinting}))
 
 
@@ -123,16 +129,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="orch-bench-resume-") as tmp:
         path = Path(tmp) / "orch.db"
         started = time.perf_counter()
-        fabricate(path, args.runs, demo_plans(args.plans))
+        fabricate(path, args.runs, demo_plans(args.plans)[0])
         print(f"{args.runs} runs of {args.plans} plans fabricated in {time.perf_counter() - started:.1f} s "
               f"({path.stat().st_size / 2**20:.0f} MiB)")
         for way, name in (("key", "by key (succeeded_keys)"), ("whole", "whole runs (before keys)")):
             done = subprocess.run([sys.executable, __file__, "--measure", way, "--db", str(path),
                                    "--plans", str(args.plans)], capture_output=True, text=True, check=True)
             r = json.loads(done.stdout)
-            print(f"{name:26} {r['seconds']:7.3f} s  peak RSS {r['peak_mb']:6.0f} MB, planning allocates "
+            print(f"{name:26} {r['seconds']:7.3f} s  peak RSS {r['peak_mb']:6.0f} MB ({r['before_mb']:.0f} before planning), planning allocates "
                   f"{r['allocated_mb']:6.1f} MB;  {r['to_run']} of {r['plans']} plans to run  "
-                  f"(fingerprints of the plans: {r['fingerprinting']:.2f} s)")
+                  f"(fingerprinting the plans: {r['fingerprinting']:.2f} s)")
 
 
 if __name__ == "__main__":
