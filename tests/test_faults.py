@@ -112,6 +112,7 @@ def test_link_cut_during_the_workload_then_restored_fails_cleanly_and_the_run_re
     assert server_gone(workdir, rec["uid"])
 
 
+@pytest.mark.slow  # ~40 s each: keeps `make test` under 15 min; `pytest -m slow` runs it
 def test_link_that_stays_down_fails_the_run_and_a_later_revert_restores_every_file(project, fleet):
     name, workdir = fleet_project(project, fleet, 2, requests=2000)
     proc = run_baseline(project, name)
@@ -136,6 +137,7 @@ def test_link_that_stays_down_fails_the_run_and_a_later_revert_restores_every_fi
     assert after["status"] in TERMINAL and all(p["state"] == "reverted" for p in after["patches"])
 
 
+@pytest.mark.slow  # ~40 s each: keeps `make test` under 15 min; `pytest -m slow` runs it
 def test_sshd_killed_mid_run_fails_it_and_the_next_run_reverts_first(project, fleet):
     name, workdir = fleet_project(project, fleet, 3, requests=2000)
     server = fleet.servers[3]
