@@ -62,17 +62,18 @@ class GpuUse:
 
 async def listener(conn: Connection, host: Host, port: int) -> Listener:
     done = await conn.run(shell.port_holders(host.python, port), timeout=30, idempotent=True)
+    return parse_listener(host, port, done.out, done.err)
+
+
+def parse_listener(host: Host, port: int, out: str, err: str) -> Listener:
+    """The port-holders JSON line of `shell.port_holders` (other lines, such as GPU rows, are passed over)."""
     try:
-        data = json.loads(done.out.strip().splitlines()[-1])
+        line = next(line for line in out.splitlines() if line.startswith("{"))
+        data = json.loads(line)
         return Listener(bool(data["listening"]), tuple(Holder(**h) for h in data["holders"]))
-    except (ValueError, IndexError, KeyError, TypeError):
+    except (StopIteration, ValueError, KeyError, TypeError):
         raise HostError(f"{host.name}: could not read who listens on port {port} with {host.python} "
-                        f"({(done.err or done.out).strip()[-200:] or 'no output'}); set the host's `python:`") from None
-
-
-async def gpu_use(conn: Connection) -> GpuUse:
-    done = await conn.run(shell.gpu_use(), timeout=60, idempotent=True)
-    return parse_gpu_use(done.out)
+                        f"({(err or out).strip()[-200:] or 'no output'}); set the host's `python:`") from None
 
 
 def parse_gpu_use(text: str) -> GpuUse:
@@ -133,14 +134,17 @@ async def ensure_free(conn: Connection, host: Host, port: int, tp: int, visible:
     """Raise HostError (exit 3) if the port is taken or, unless allowed, the run's GPUs are busy.
     Returns the GPU problems that `allow_busy_gpus` let pass (to record with the run). A rehearsal
     host's GPUs are simulated: whatever real ones the machine has are not the run's."""
-    found = await listener(conn, host, port)
+    # one round trip: who holds the port, then nvidia-smi's GPUs and compute processes
+    gpus = "" if host.rehearsal else f"; {shell.gpu_use()}"
+    done = await conn.run(shell.port_holders(host.python, port) + gpus, timeout=60, idempotent=True)
+    found = parse_listener(host, port, done.out, done.err)
     if found.listening:
         who = ", ".join(h.describe() for h in found.holders) or "a process of another user"
         raise HostError(f"{host.name}: port {port} is already taken by {who}; stop it, or give the run another "
                         "port (--set port=N)")
     if host.rehearsal:
         return []
-    use = await gpu_use(conn)
+    use = parse_gpu_use(done.out)
     short = too_few(use, tp)
     if short:
         raise HostError(f"{host.name}: {short}; lower tp_size or choose a host with more GPUs (--hosts)")

@@ -74,6 +74,3 @@ def redact(text: str, env: Mapping[str, str], listed: Iterable[str] = ()) -> str
     """Replace every secret value of `env` in `text`."""
     return hide(text, secret_values(env, listed))
 
-
-def redact_bytes(data: bytes, env: Mapping[str, str], listed: Iterable[str] = ()) -> bytes:
-    return hide_bytes(data, secret_values(env, listed))

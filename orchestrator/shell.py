@@ -91,11 +91,6 @@ def server_status(run_dir: str, log: str, offset: int) -> str:
     )
 
 
-def signal_group(pgid: int, sig: str) -> str:
-    """Signal a whole process group; quiet when it is already gone."""
-    return f"kill -s {quote(sig)} -- -{int(pgid)} 2>/dev/null; true"
-
-
 # A shell function: `live_group` exits 0 while a process of the group `$g` is alive. Zombies do not
 # count: an exited process the host's init has not reaped yet holds no GPU, port or file.
 _LIVE_GROUP = (
