@@ -136,7 +136,7 @@ def ratios(results: dict[str, dict | None]) -> None:
 
 def hostname_only(inventory: Path) -> None:
     """`hostname` on every inventory host through orch's SSH fan-out; prints one name per host."""
-    from orchestrator import inventory as inventories
+    from orchestrator.core import inventory as inventories
 
     hosts = list(inventories.load(inventory).hosts.values())
 
@@ -150,7 +150,7 @@ def hostname_only(inventory: Path) -> None:
 
 async def no_drops_on_one_sshd(folder: Path, connections: int) -> None:
     """`connections` hosts that are all the same stock sshd: the bounded opens must keep every one."""
-    from orchestrator import hostfacts
+    from orchestrator.host import facts as hostfacts
 
     server = sshd.start(folder, "one")
     try:

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import sshd  # noqa: E402
-from orchestrator import push  # noqa: E402
+from orchestrator.host import push  # noqa: E402
 from orchestrator.remote import connect  # noqa: E402
 
 

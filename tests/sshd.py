@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd refuses to start without it

@@ -194,7 +194,7 @@ def test_the_base_experiment_runs_and_succeeds(host, tmp_path: Path) -> None:
     assert (code, crash) == (0, None), out + err + (crash or "")
     assert "succeeded" in out and not err.strip()
     # `expect` may name exactly the metrics a run records
-    from orchestrator import plancheck
+    from orchestrator.core import plancheck
 
     code, shown, _, _ = orch(project, ["show", "last", "--json"])
     assert set(json.loads(shown)["metrics"]) == set(plancheck.METRICS)

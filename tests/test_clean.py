@@ -11,8 +11,8 @@ from pathlib import Path
 
 from test_run import demo, orch  # noqa: F401  (demo is a fixture)
 
-from orchestrator import cleanup, server
-from orchestrator.store import FAILED, RUNNING, SUCCEEDED, Run, Store
+from orchestrator.host import cleanup, server
+from orchestrator.store.database import FAILED, RUNNING, SUCCEEDED, Run, Store
 
 
 def test_clean_removes_an_ended_runs_folder_and_keeps_everything_else(project, demo):

@@ -124,7 +124,7 @@ def demo(project: Path, requests: int = 16) -> Path:
 
 def records(project: Path) -> list[dict]:
     """Every run as `orch show --json` has it, read in-process (a subprocess each costs ~1 s)."""
-    from orchestrator.store import Store
+    from orchestrator.store.database import Store
 
     store = Store(f"sqlite:///{project / 'orch.db'}")
     return [store.record(r) for r in store.runs()]

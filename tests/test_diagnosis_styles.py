@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import collect
+from orchestrator.run import collect
 from orchestrator.engines.sglang import skipped
 from orchestrator.engines.sglang.logs import diagnose, parse_log, parse_log_bytes
 
@@ -109,7 +109,7 @@ def test_skipped_module_lines_of_each_release():
 
 
 def _failed_run(tmp_path, patch_file: str | None):
-    from orchestrator.store import PatchRow, Run, Store
+    from orchestrator.store.database import PatchRow, Run, Store
 
     tmp_path.mkdir(exist_ok=True)
     store = Store(f"sqlite:///{tmp_path / 'orch.db'}")

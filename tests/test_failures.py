@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, free_port
-from orchestrator.store import Store
+from orchestrator.store.database import Store
 
 # variant -> (its params/env in YAML, the diagnosis kind, words of the summary)
 CASES = {

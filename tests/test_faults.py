@@ -19,7 +19,7 @@ import pytest
 
 import sshd
 from conftest import ROOT
-from orchestrator import sim
+from orchestrator.engines.sglang import rehearsal as sim
 from test_run import snapshot
 from test_ssh_run import orch, read_until, record, server_gone, start_orch
 

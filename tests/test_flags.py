@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from orchestrator import hostflags, render
+from orchestrator.engines.sglang import hostflags
+from orchestrator.core import render
 from orchestrator.engines.sglang import flags
 from orchestrator.errors import SpecError
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 from orchestrator.remote import connect
 
 TEMPLATE = ROOT / "templates" / "sglang_launch.sh.j2"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import sshd
-from orchestrator import hostfacts
+from orchestrator.host import facts as hostfacts
 
 pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")
 

@@ -6,8 +6,9 @@ import json
 
 from test_import import orch
 
-from orchestrator import collect, workload
-from orchestrator.store import Run, Store
+from orchestrator.run import collect
+from orchestrator.engines.sglang import client as workload
+from orchestrator.store.database import Run, Store
 
 
 def _request(histogram=()) -> workload.RequestResult:

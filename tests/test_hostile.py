@@ -21,7 +21,10 @@ import pytest
 
 import sshd
 from conftest import ROOT
-from orchestrator import execute, inventory as inventories, plancheck, render, sim, spec as specs
+from orchestrator.host import rehearsal as rehearsal_host
+from orchestrator.run import execute
+from orchestrator.core import inventory as inventories, plancheck, render, spec as specs
+from orchestrator.engines.sglang import rehearsal as sim
 from orchestrator.errors import SpecError
 from test_bad_inputs import orch
 
@@ -240,7 +243,7 @@ def hostile_run(tmp_path: Path) -> tuple[Path, str, str, Path, Path]:
     value = "".join(v for k, v in kinds.items() if k != "100kb") + kinds["100kb"][-2000:]
     workdir = str(tmp_path / "work dir;$(touch {c})`touch {c}`'q\"".format(c=canary))
     drafts = tmp_path / "drafts"
-    subprocess.run([sys.executable, str(sim.SIM_DIR / "make_checkpoints.py"), str(drafts)], check=True,
+    subprocess.run([sys.executable, str(rehearsal_host.MAKER), str(drafts)], check=True,
                    capture_output=True)
     draft = drafts / "eagle3-draft"
     odd_file = draft / "notes $(touch canary);`touch canary`'\" *.txt"  # a file name holds no `/`

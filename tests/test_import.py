@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-from orchestrator.logimport import launch_command, server_args
+from orchestrator.run.logimport import launch_command, server_args
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
@@ -120,7 +120,8 @@ def test_import_over_ssh_cuts_a_big_log_down_on_the_host(sshd_box, no_user_ssh, 
     plus its tail, and parses to the same decode series and debug lines as the whole log."""
     import asyncio
 
-    from orchestrator import logimport, server
+    from orchestrator.run import logimport
+    from orchestrator.host import server
     from orchestrator.engines.sglang.logs import parse_log_bytes
 
     known = tmp_path / "known_hosts"

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.inventory import Host
-from orchestrator.journal import DRIFTED, REVERTED, Journal
+from orchestrator.core.inventory import Host
+from orchestrator.host.journal import DRIFTED, REVERTED, Journal
 from orchestrator.remote.local import LocalConnection
-from orchestrator.spec import PatchDef
+from orchestrator.core.spec import PatchDef
 
 ORIGINAL = "def f():\n    x = 1\n    return x\n"
 PATCH = PatchDef("dbg", "/abs", "e.yaml:1", "x = 1", "insert_after", "print('[T-DEBUG] x=%d' % x)")
@@ -96,7 +96,7 @@ def test_missing_file_changes_nothing(setup, tmp_path):
 
 
 def test_status_tells_applied_pending_and_drifted(setup):
-    from orchestrator.journal import APPLIED, PENDING
+    from orchestrator.host.journal import APPLIED, PENDING
 
     target, journal = setup
     run(apply(journal, target))

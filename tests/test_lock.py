@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EXIT_HOST, HostError
-from orchestrator.inventory import Host
-from orchestrator.lock import HostLock, read
+from orchestrator.core.inventory import Host
+from orchestrator.host.lock import HostLock, read
 from orchestrator.remote.local import LocalConnection
 from test_crash import demo, installed, journal_files, modified_files, orch, read_until, records, snapshot, start_orch, where  # noqa: F401
 from conftest import free_port

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import collect
+from orchestrator.run import collect
 from orchestrator.engines.sglang.logs import parse_decode_line, parse_log, parse_log_bytes, parse_prefill_line
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"

@@ -6,18 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.sglang.logs import (
-    DEFAULT_DEBUG_PATTERN,
-    READY_LINE,
-    DecodeStats,
-    diagnose,
-    extract_debug_lines,
-    parse_decode_line,
-    parse_fields,
-    parse_log,
-    parse_log_bytes,
-    parse_prefill_line,
-)
+from orchestrator.engines.sglang.logs import DEFAULT_DEBUG_PATTERN, READY_LINE, DecodeStats, diagnose, extract_debug_lines, parse_decode_line, parse_fields, parse_log, parse_log_bytes, parse_prefill_line
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
@@ -327,9 +316,9 @@ def test_big_log_is_cut_down_on_the_host_and_parses_the_same(tmp_path, monkeypat
     """server.read_log over FETCH_LIMIT: real grep on the host side; the excerpt parses like the whole."""
     import asyncio
 
-    from orchestrator import server
+    from orchestrator.host import server
     from orchestrator.engines.sglang import logs
-    from orchestrator.inventory import Host
+    from orchestrator.core.inventory import Host
     from orchestrator.remote import connect
 
     clean = (FIXTURES / "clean.log").read_bytes()

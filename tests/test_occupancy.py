@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
-from orchestrator import occupancy, server
+from orchestrator.host import occupancy, server
 from orchestrator.errors import HostError, ServerError
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
 from test_run import demo, orch, snapshot  # noqa: F401  (demo: fixture)
 

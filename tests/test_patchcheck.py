@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import patchcheck, patching
-from orchestrator.inventory import Host
+from orchestrator.host import patchcheck
+from orchestrator.core import patching
+from orchestrator.core.inventory import Host
 from orchestrator.remote import connect
-from orchestrator.spec import PatchDef
+from orchestrator.core.spec import PatchDef
 from test_real_sglang import ANCHOR, tree_hashes
 from test_run import orch
 from wheels import package_dir

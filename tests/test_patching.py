@@ -1,9 +1,9 @@
 import pytest
 import yaml
 
-from orchestrator import patching
+from orchestrator.core import patching
 from orchestrator.errors import PatchError
-from orchestrator.spec import PatchDef
+from orchestrator.core.spec import PatchDef
 
 SOURCE = """\
 class M:

@@ -11,13 +11,15 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from orchestrator import checkpoint, preflight_run
-from orchestrator import spec as specs
-from orchestrator.engines.sglang import classes, preflight, safetensors
+from orchestrator.host import checkpoint
+from orchestrator.engines.sglang import preflight_run
+from orchestrator.core import spec as specs
+from orchestrator.engines.sglang import classes, preflight
+from orchestrator.engines import safetensors
 from orchestrator.engines.sglang.preflight import ERROR, INFO, LAYERS, MIDLAYER, WARNING, Capture, Facts, Finding
 from orchestrator.engines.sglang.source import EMBED_HEAD, METHOD, Ask, Gate, HostSource
 from orchestrator.errors import SpecError
-from orchestrator.spec import CheckpointDef
+from orchestrator.core.spec import CheckpointDef
 from wheels import package_dir
 
 HIDDEN, VOCAB, DRAFT_VOCAB = 8, 64, 16
@@ -35,7 +37,7 @@ KIMI = ("KimiK25ForConditionalGeneration", "srt/models/kimi_k25.py")
 def rehearsal(tmp_path_factory) -> Path:
     """The rehearsal's checkpoints, made by its own script (as on a host)."""
     out = tmp_path_factory.mktemp("rehearsal") / "checkpoints"
-    subprocess.run([sys.executable, str(ROOT / "orchestrator" / "sim" / "make_checkpoints.py"), str(out)], check=True)
+    subprocess.run([sys.executable, str(ROOT / "orchestrator" / "engines" / "sglang" / "sim" / "make_checkpoints.py"), str(out)], check=True)
     return out
 
 

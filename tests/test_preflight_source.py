@@ -15,14 +15,15 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from orchestrator import preflight_run, preflight_source, shell
-from orchestrator import spec as specs
-from orchestrator.engines.sglang import safetensors
-from orchestrator.inventory import Host
-from orchestrator.session import HostSession
-from orchestrator.session import package_dir as host_package_dir
-from orchestrator.spec import PatchDef
-from orchestrator.store import FindingRow, Run, Store
+from orchestrator.engines.sglang import preflight_run, preflight_source
+from orchestrator.core import shell
+from orchestrator.core import spec as specs
+from orchestrator.engines import safetensors
+from orchestrator.core.inventory import Host
+from orchestrator.host.session import HostSession
+from orchestrator.host.session import package_dir as host_package_dir
+from orchestrator.core.spec import PatchDef
+from orchestrator.store.database import FindingRow, Run, Store
 from wheels import package_dir
 
 RELEASES = ["0.4.10.post2", "0.5.9", "0.5.23"]

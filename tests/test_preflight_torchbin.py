@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from orchestrator import preflight_weights
-from orchestrator.engines.sglang import torchbin
-from orchestrator.preflight_run import HostFiles
+from orchestrator.engines.sglang import preflight_weights
+from orchestrator.engines import torchbin
+from orchestrator.engines.sglang.preflight_run import HostFiles
 
 FIXTURES = ROOT / "tests" / "fixtures" / "drafts"
 HOT = np.array([3, 4, 5, 9, 10, 20, 21, 22, 30, 31, 40, 41, 42, 50, 51, 60])  # make_bin.py's kept ids
@@ -114,7 +114,7 @@ def test_safetensors_win_over_bin_and_training_files_are_not_weights(tmp_path):
     (tmp_path / "d" / "pytorch_model.bin").write_bytes((FIXTURES / "tiny-bin" / "pytorch_model.bin").read_bytes())
     found = asyncio.run(preflight_weights.read(HostFiles(None, {"/d": tmp_path / "d"}), "/d"))
     assert found.files == 1 and found.unread is None and set(found.tensors) == set(EXPECTED)
-    from orchestrator.engines.sglang import safetensors
+    from orchestrator.engines import safetensors
 
     safetensors.write_file(tmp_path / "d" / "model.safetensors", None, [("fc.weight", np.zeros((2, 6), np.float16))], {})
     found = asyncio.run(preflight_weights.read(HostFiles(None, {"/d": tmp_path / "d"}), "/d"))

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import ROOT
-from orchestrator import inventory as inventories, plancheck, spec as specs
+from orchestrator.core import inventory as inventories, plancheck, spec as specs
 from orchestrator.errors import OrchError
 
 BASE = Path(__file__).parent / "bad_inputs" / "base"

@@ -17,8 +17,8 @@ import pytest
 
 import sshd
 from conftest import ROOT
-from orchestrator import push
-from orchestrator.inventory import Host
+from orchestrator.host import push
+from orchestrator.core.inventory import Host
 from orchestrator.remote import connect
 
 MiB = 2**20

@@ -14,10 +14,10 @@ import pytest
 
 import sshd
 from orchestrator.errors import PatchError
-from orchestrator.session import HostSession
-from orchestrator.inventory import Host
-from orchestrator.journal import REVERTED
-from orchestrator.spec import PatchDef
+from orchestrator.host.session import HostSession
+from orchestrator.core.inventory import Host
+from orchestrator.host.journal import REVERTED
+from orchestrator.core.spec import PatchDef
 from test_crash import orch
 from wheels import package_dir
 

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import event
 
 from conftest import ROOT
-from orchestrator import plankey, spec as specs
-from orchestrator.store import FAILED, INTERRUPTED, SUCCEEDED, Store
+from orchestrator.core import plankey, spec as specs
+from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, Store
 
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from orchestrator import sim
+from orchestrator.engines.sglang import rehearsal as sim
 
 ORCH = [sys.executable, "-m", "orchestrator.cli"]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import schema
+from orchestrator.store import schema
 from orchestrator.errors import StoreError
-from orchestrator.store import Run, Store
+from orchestrator.store.database import Run, Store
 
 WRITER = """
 import sys

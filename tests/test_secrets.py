@@ -9,7 +9,7 @@ import stat
 import yaml
 
 from conftest import free_port
-from orchestrator import secrets
+from orchestrator.core import secrets
 from test_run import demo, orch  # noqa: F401  (demo: fixture)
 
 TOKEN = "hf_s3cr3t_token_value_42"

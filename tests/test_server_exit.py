@@ -16,8 +16,10 @@ import pytest
 from conftest import ROOT, free_port
 from test_run import orch
 
-from orchestrator import server, sim as rehearsal_sim
-from orchestrator.inventory import Host
+from orchestrator.host import rehearsal as rehearsal_host
+from orchestrator.host import server
+from orchestrator.engines.sglang import rehearsal as rehearsal_sim
+from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
 
 # exits with 7 on SIGTERM; writes `started` once its handler is in place
@@ -86,7 +88,7 @@ def test_a_server_killed_after_the_grace_has_no_exit_code_and_says_nothing_of_on
 def rehearsal_tree(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("sim")
     rehearsal_sim.assemble(rehearsal_sim.DEFAULT_RELEASE, root)
-    subprocess.run([sys.executable, str(Path(rehearsal_sim.__file__).parent / "make_checkpoints.py"),
+    subprocess.run([sys.executable, str(rehearsal_host.MAKER),
                     str(root / "checkpoints")], check=True, capture_output=True)
     return root
 

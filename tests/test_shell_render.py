@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import render, shell
+from orchestrator.core import render, shell
 from orchestrator.errors import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import spec
+from orchestrator.core import spec
 from orchestrator.errors import SpecError
 
 BASE = """\

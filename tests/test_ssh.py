@@ -20,7 +20,7 @@ import sshd
 from sshd import session
 from conftest import ROOT
 from orchestrator.errors import EXIT_HOST, HostError
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
 from orchestrator.remote.ssh import SSHConnection
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from orchestrator.errors import HostError
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 from orchestrator.remote.group import fan_out
 
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from orchestrator.errors import HostError, SpecError
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 from orchestrator.remote.ssh import SSHConnection
 
 

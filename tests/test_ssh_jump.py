@@ -15,7 +15,7 @@ import pytest
 import sshd
 from sshd import session
 from orchestrator.errors import EXIT_HOST, HostError
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 from orchestrator.remote.base import Unreachable
 from orchestrator.remote.ssh import SSHConnection
 

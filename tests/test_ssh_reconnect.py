@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 import sshd
-from orchestrator import collect
+from orchestrator.run import collect
 from orchestrator.errors import HostError
-from orchestrator.inventory import Host
+from orchestrator.core.inventory import Host
 from orchestrator.remote import LinkLost, connect
 from orchestrator.remote.local import LocalConnection
 from orchestrator.remote.reconnecting import ReconnectingConnection, reconnections
-from orchestrator.store import Run, Store
+from orchestrator.store.database import Run, Store
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
 

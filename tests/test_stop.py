@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from orchestrator import server
-from orchestrator.inventory import Host
+from orchestrator.host import server
+from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
 
 

@@ -1,5 +1,5 @@
-from orchestrator import diff
-from orchestrator.store import DebugRow, MetricRow, PatchRow, Run, Store
+from orchestrator.core import diff
+from orchestrator.store.database import DebugRow, MetricRow, PatchRow, Run, Store
 
 
 def make_run(store, variant, accept, width, command):

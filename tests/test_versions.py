@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from orchestrator import inventory
+from orchestrator.core import inventory
 from orchestrator.errors import SpecError
 
 # release -> (server-info endpoint, decode lines carry "accept rate", entrypoint, server_args form)

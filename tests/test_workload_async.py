@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import http, sim as rehearsal_sim, workload
+from orchestrator.host import rehearsal as rehearsal_host
+from orchestrator.remote import http
+from orchestrator.engines.sglang import rehearsal as rehearsal_sim, client as workload
 from orchestrator.errors import WorkloadError
-from orchestrator.spec import Workload
+from orchestrator.core.spec import Workload
 
 RUNNING = re.compile(r"Decode batch.*?#running-req: (\d+)")
 SPEC_ARGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
@@ -34,7 +36,7 @@ def rehearsal(tmp_path_factory):
     root = tmp_path_factory.mktemp("sim")
     rehearsal_sim.assemble(rehearsal_sim.DEFAULT_RELEASE, root)
     checkpoints = root / "checkpoints"
-    subprocess.run([sys.executable, str(Path(rehearsal_sim.__file__).parent / "make_checkpoints.py"), str(checkpoints)],
+    subprocess.run([sys.executable, str(rehearsal_host.MAKER), str(checkpoints)],
                    check=True, capture_output=True)
     port, log = free_port(), root / "server.log"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "ORCH_REHEARSAL_LOAD_SECONDS": "0",

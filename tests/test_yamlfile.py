@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import yamlfile
+from orchestrator.core import yamlfile
 from orchestrator.errors import SpecError
 
 

@@ -17,12 +17,13 @@ import typer
 
 # Only light modules at the top: each command imports the heavy ones (the database layer, the run
 # lifecycle, SSH) it needs, so `orch hosts check` or `orch --help` start in a fraction of the time.
-from .. import inventory as inventories, spec as specs, ui
-from ..errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
+from orchestrator.core import inventory as inventories, spec as specs
+from . import ui
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
 
 if TYPE_CHECKING:
-    from ..session import HostSession
-    from ..store import Store
+    from orchestrator.host.session import HostSession
+    from orchestrator.store.database import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM-serving experiments on GPU hosts and keep an exact record of every run.")
@@ -54,7 +55,7 @@ def main_options(
 
 
 def _store() -> Store:
-    from ..store import Store
+    from orchestrator.store.database import Store
 
     return Store(settings.db)
 
@@ -68,7 +69,7 @@ def _split(values: Optional[str]) -> tuple[str, ...]:
 
 
 def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants: list[str]):
-    from .. import plancheck
+    from orchestrator.core import plancheck
 
     spec = specs.load(spec_path)
     plans = specs.expand(spec, overrides, tuple(variants))
@@ -80,7 +81,7 @@ def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants:
 
 def _each_host(hosts: list[inventories.Host], work: Callable[[HostSession], Awaitable[Any]]) -> list[tuple[Any, Any]]:
     """`work(session)` on every host at once: [(host, its result or its OrchError)]; a bug raises."""
-    from ..session import HostSession
+    from orchestrator.host.session import HostSession
 
     async def one(h: inventories.Host) -> Any:
         session = await HostSession.open(h)

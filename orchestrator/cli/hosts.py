@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from .. import inventory as inventories, ui
-from ..errors import EXIT_OK, EXIT_RUN_FAILED, OrchError
+from orchestrator.core import inventory as inventories
+from . import ui
+from orchestrator.errors import EXIT_OK, EXIT_RUN_FAILED, OrchError
 from . import _each_host, _split, _store, app, dumps, hosts_app, settings
 
 if TYPE_CHECKING:
-    from ..session import HostSession
-    from ..store import Store
+    from orchestrator.host.session import HostSession
+    from orchestrator.store.database import Store
 
 
 @app.command()
@@ -24,7 +25,7 @@ def revert(
     force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
 ) -> None:
     """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
-    from ..recovery import recover
+    from orchestrator.host.recovery import recover
 
     chosen = _chosen(host)
     store = _store()
@@ -65,7 +66,7 @@ def _chosen(names: Optional[str]) -> list[Any]:
 
 async def _holding(session: HostSession, purpose: str, work: Callable[[list[Any]], Awaitable[Any]]) -> Any:
     """`work(broken stale locks)` while holding the host's lock."""
-    from ..lock import HostLock
+    from orchestrator.host.lock import HostLock
 
     lock = HostLock(session.conn, session.host.workdir, purpose)
     broken = await lock.acquire()
@@ -76,7 +77,7 @@ async def _holding(session: HostSession, purpose: str, work: Callable[[list[Any]
 
 
 async def _show_drift(session: HostSession) -> None:
-    from .. import patching
+    from orchestrator.core import patching
 
     for record in await session.journal.records():
         if record.state != "drifted":
@@ -127,8 +128,8 @@ def clean(
     """Remove the run folders of ended runs from hosts once their logs are in the database."""
     from datetime import timedelta
 
-    from .. import cleanup
-    from ..recovery import recover
+    from orchestrator.host import cleanup
+    from orchestrator.host.recovery import recover
 
     chosen = _chosen(host)
     store = _store()
@@ -185,7 +186,7 @@ def hosts_check(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Reachability, round-trip time, OS, Python, SGLang, GPUs, free disk and port per host (one round trip each)."""
-    from .. import hostfacts
+    from orchestrator.host import facts as hostfacts
 
     chosen = _chosen(hosts)
     facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout))
@@ -195,7 +196,7 @@ def hosts_check(
         ui.host_facts(facts)
     unreachable = [f.host for f in facts if not f.reachable]
     if unreachable:  # after the report: stdout stays whole, the summary line goes to stderr with exit 3
-        from ..errors import HostError
+        from orchestrator.errors import HostError
 
         raise HostError(f"{len(unreachable)} of {len(facts)} hosts unreachable: {', '.join(unreachable)}; "
                         f"the report above says why for each")

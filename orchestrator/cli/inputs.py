@@ -9,8 +9,9 @@ from typing import Any, Optional
 
 import typer
 
-from .. import inventory as inventories, spec as specs, ui
-from ..errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
+from orchestrator.core import inventory as inventories, spec as specs
+from . import ui
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
 from . import SET_HELP, _load, _store, app, dumps, settings
 
 
@@ -23,7 +24,7 @@ def check(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """EAGLE-3 checkpoint checks for every run the experiment would make; exit 2 on any error."""
-    from .. import check as checks
+    from orchestrator.run import check as checks
 
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     groups = asyncio.run(checks.check_plans(spec, plans, chosen))
@@ -46,9 +47,9 @@ def import_log(
     debug_pattern: str = typer.Option(specs.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
-    from ..store import SUCCEEDED
+    from orchestrator.store.database import SUCCEEDED
 
-    from .. import logimport
+    from orchestrator.run import logimport
 
     source = _log_source(log, debug_pattern, logimport)
     done = logimport.record(_store(), source, name, logimport.parse_params(params), host, debug_pattern)

@@ -7,8 +7,9 @@ from typing import Any, Optional
 
 import typer
 
-from .. import diff as diffs, inventory as inventories, ui
-from ..errors import SpecError
+from orchestrator.core import diff as diffs, inventory as inventories
+from . import ui
+from orchestrator.errors import SpecError
 from . import _store, app, dumps, settings
 
 
@@ -20,7 +21,7 @@ def list_runs(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List runs, oldest first (the newest `--limit`)."""
-    from ..store import STATUSES
+    from orchestrator.store.database import STATUSES
 
     if status is not None and status not in STATUSES:
         raise SpecError(f"--status {status!r} is not a run status; use one of {', '.join(STATUSES)}")
@@ -91,7 +92,7 @@ def logs(
     debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
 ) -> None:
     """Print a run's server log (stored at the end of the run, or live from the host)."""
-    from ..store import RUNNING
+    from orchestrator.store.database import RUNNING
 
     store = _store()
     run_row = store.get(run_ref)
@@ -109,8 +110,8 @@ def logs(
 
 
 async def _follow(run_row: Any) -> None:
-    from .. import server
-    from ..session import HostSession
+    from orchestrator.host import server
+    from orchestrator.host.session import HostSession
 
     inv = inventories.load(settings.inventory)
     host = inv.select([run_row.host])[0]

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from .. import plankey, spec as specs, ui
-from ..errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
+from orchestrator.core import plankey, spec as specs
+from . import ui
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from . import SET_HELP, _load, _store, app
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from orchestrator.store.database import Store
 
 
 @app.command()
@@ -31,7 +32,7 @@ def run(
                                          help="Run even where another process holds the run's GPUs (recorded with each run)."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
-    from .. import execute
+    from orchestrator.run import execute
 
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     if no_preflight:
@@ -81,8 +82,8 @@ def render(
     variants: list[str] = typer.Option([], "--variant"),
 ) -> None:
     """Print the launch script each run would use, without touching any host."""
-    from .. import execute
-    from ..session import absolute
+    from orchestrator.run import execute
+    from orchestrator.host.session import absolute
 
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     for plan in plans:
@@ -90,8 +91,8 @@ def render(
         if host.transport == "local":  # a remote home is only known once connected
             host = dataclasses.replace(host, workdir=absolute(host.workdir, str(Path.home())))
         context = execute.run_context(spec, plan, host, "<run>")
-        from .. import render as renderer
-        from ..secrets import redact
+        from orchestrator.core import render as renderer
+        from orchestrator.core.secrets import redact
 
         ui.console.print(f"[bold]# {plan.variant} on {host.name}[/]")
         ui.raw(redact(renderer.launch_script(spec.template, context), context["env"], context["secret_names"]))

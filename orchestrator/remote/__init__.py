@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import HostError
-from ..inventory import Host
+from orchestrator.errors import HostError
+from orchestrator.core.inventory import Host
 from .base import Completed, Connection, FileStat, LinkLost, Unreachable
 from .local import LocalConnection
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import HostError
-from ..inventory import Host
+from orchestrator.errors import HostError
+from orchestrator.core.inventory import Host
 
 
 class Unreachable(HostError):

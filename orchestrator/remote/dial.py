@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from ..errors import HostError, SpecError
-from ..inventory import Host
+from orchestrator.errors import HostError, SpecError
+from orchestrator.core.inventory import Host
 from .base import Unreachable
 from .hostkeys import HostKeyChecker, Trust, Verdict
 

@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
-from ..errors import OrchError
-from ..inventory import Host
+from orchestrator.errors import OrchError
+from orchestrator.core.inventory import Host
 from . import connect
 from .base import Connection
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import asyncssh
 
-from ..inventory import Host
+from orchestrator.core.inventory import Host
 
 USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
 ORCH_KNOWN_HOSTS = "~/.config/orch/known_hosts"  # the only known_hosts orch writes by default

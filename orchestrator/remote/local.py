@@ -9,8 +9,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import HostError
-from ..inventory import Host
+from orchestrator.errors import HostError
+from orchestrator.core.inventory import Host
 from .base import Completed, FileStat
 
 

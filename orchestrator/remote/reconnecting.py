@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..clock import now
-from ..errors import HostError
-from ..inventory import Host
+from orchestrator.core.clock import now
+from orchestrator.errors import HostError
+from orchestrator.core.inventory import Host
 from .base import Completed, FileStat, LinkLost, Unreachable
 
 T = TypeVar("T")

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import asyncssh
 
-from .. import shell
-from ..errors import HostError
-from ..inventory import Host
+from orchestrator.core import shell
+from orchestrator.errors import HostError
+from orchestrator.core.inventory import Host
 from .base import Completed, FileStat, LinkLost
 from .dial import CONNECT_TIMEOUT, connect, reason as _reason, target as _target
 

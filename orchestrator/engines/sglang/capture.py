@@ -9,7 +9,7 @@ import difflib
 from typing import TYPE_CHECKING
 
 from .facts import aux_count, config_value, uses_aux
-from .finding import ERROR, INFO, WARNING, Finding
+from orchestrator.engines.finding import ERROR, INFO, WARNING, Finding
 from .source import EMBED_HEAD, METHOD
 
 if TYPE_CHECKING:

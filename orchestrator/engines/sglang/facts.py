@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .safetensors import TensorInfo
+from orchestrator.engines.safetensors import TensorInfo
 from .source import HostSource
 
 MIDLAYER, LAYERS = "midlayer", "layers"

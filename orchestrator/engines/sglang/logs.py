@@ -19,10 +19,8 @@ from itertools import compress, repeat
 from operator import contains
 from typing import Callable, Iterable, NamedTuple
 
-from .diagnosis import (
-    HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, PATCHED_MODULE_IMPORT, TRACEBACK_OPENERS, Diagnosis, diagnose,
-)
-from .fields import parse_fields
+from .diagnosis import HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, PATCHED_MODULE_IMPORT, TRACEBACK_OPENERS, Diagnosis, diagnose
+from orchestrator.engines.fields import parse_fields
 from .stats import DECODE, PREFILL, DecodeStats, PrefillStats, parse_decode_line, parse_prefill_line, parse_stats_lines
 
 __all__ = [

@@ -14,7 +14,7 @@ import re
 
 from . import capture, vocab
 from .facts import LAYERS, LLAMA_DRAFT, MIDLAYER, Capture, Facts, aux_count, config_value, version_tuple
-from .finding import ERROR, INFO, WARNING, Finding
+from orchestrator.engines.finding import ERROR, INFO, WARNING, Finding
 from .source import METHOD as CAPTURE_METHOD
 from .vocab import d2t_form
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .facts import config_value
-from .finding import ERROR, WARNING, Finding
+from orchestrator.engines.finding import ERROR, WARNING, Finding
 
 if TYPE_CHECKING:
     from .facts import Facts

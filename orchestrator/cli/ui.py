@@ -1,0 +1,341 @@
+"""All printing: progress lines, tables, run details, diffs, errors."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.core.diff import Row
+
+if TYPE_CHECKING:
+    from orchestrator.store.database import Run
+
+# Tables keep their shape when output goes to a file or a pipe (rich assumes 80 columns there).
+_WIDTH = None if sys.stdout.isatty() else 160
+console = Console(highlight=False, width=_WIDTH)
+errors = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 1:
+            return str(int(value))
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def progress(label: str, message: str) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    first, *rest = message.splitlines() or [""]
+    console.print(f"[dim]{stamp}[/] [bold]{escape(label)}[/] {escape(first)}")
+    for line in rest:
+        console.print(f"         {escape(line)}", soft_wrap=True)
+
+
+def error(message: str, evidence: tuple[str, ...] = ()) -> None:
+    errors.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    for line in evidence:
+        errors.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+
+
+def summary(outcomes: list[Any]) -> None:
+    table = Table(title="runs", title_justify="left")
+    for column in ("run", "variant", "host", "status", "accept len", "tok/s", "flags / error"):
+        table.add_column(column)
+    for o in outcomes:
+        note = ", ".join(o.flags) if o.flags else ""
+        if o.error:
+            note = (note + "; " if note else "") + o.error
+        table.add_row(
+            fmt(o.run_id), o.variant, o.host, f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]",
+            fmt(o.metrics.get("accept_len")), fmt(o.metrics.get("output_tok_s")), escape(note),
+        )
+    console.print(table)
+
+
+def runs(rows: list[Run]) -> None:
+    table = Table()
+    for column in ("id", "experiment", "variant", "host", "status", "started", "flags"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(str(r.id), r.experiment, r.variant, r.host, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+                      r.started_at[:19].replace("T", " "), ", ".join(r.flags or []))
+    console.print(table)
+
+
+def show(record: dict[str, Any]) -> None:
+    c = console
+    c.print(f"[bold]run {record['id']}[/] {record['uid']}  {record['experiment']}/{record['variant']} on {record['host']}  "
+            f"[{STATUS_STYLE.get(record['status'], '')}]{record['status']}[/]")
+    c.print(f"started {record['started_at']}  ended {record['ended_at'] or '-'}")
+    if record["flags"]:
+        c.print(f"[yellow]flags:[/] {', '.join(record['flags'])}")
+    if record["error"]:
+        c.print(f"[red]error:[/] {escape(record['error'])}", soft_wrap=True)
+    if record.get("diagnosis"):
+        c.print(f"[red]diagnosis:[/] {escape(record['diagnosis']['summary'])}", soft_wrap=True)
+        for line in record["diagnosis"]["evidence"]:
+            c.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+    _pairs("params", record["params"])
+    _pairs("env", record["env"])
+    checkpoints_and_preflight(record)
+    table = Table(title="metrics", title_justify="left")
+    for column in ("metric", "value", "source", "note"):
+        table.add_column(column)
+    for name, sources in record["metric_sources"].items():
+        for s in sources:
+            table.add_row(name, fmt(s["value"]), s["source"], escape(s["note"]))
+    c.print(table)
+    for name, histogram in record.get("histograms", {}).items():
+        histogram_lines(name, histogram)
+    if record["patches"]:
+        table = Table(title="patches", title_justify="left")
+        for column in ("name", "file", "sha256 before", "sha256 after", "state"):
+            table.add_column(column)
+        for p in record["patches"]:
+            table.add_row(p["name"], p["file"], p["sha256_before"][:12], p["sha256_after"][:12], p["state"])
+        c.print(table)
+    if record["debug_lines"]:
+        c.print(f"[bold]debug lines[/] ({len(record['debug_lines'])}):")
+        for d in record["debug_lines"][:10]:
+            c.print(f"  {escape(d['text'])}", soft_wrap=True)
+        if len(record["debug_lines"]) > 10:
+            c.print(f"  ... {len(record['debug_lines']) - 10} more (`orch logs {record['id']} --debug`)")
+
+
+def histogram_lines(name: str, histogram: dict[str, Any]) -> None:
+    """A run's histogram: each bin's count and share; for verify steps by draft tokens accepted, the
+    accept length they imply (mean accepted + the bonus token)."""
+    counts = histogram["counts"]
+    total = sum(counts)
+    console.print(f"[bold]{escape(name)}[/] ({escape(histogram['source'])}: {escape(histogram['note'])}):", soft_wrap=True)
+    if not total:
+        console.print("  (empty)")
+        return
+    console.print("  " + "  ".join(f"{i}: {n} ({100 * n / total:.1f}%)" for i, n in enumerate(counts)), soft_wrap=True)
+    mean = sum(i * n for i, n in enumerate(counts)) / total
+    console.print(f"  {total} verify steps; mean {mean:.2f} draft tokens accepted per step, accept length "
+                  f"{mean + 1:.2f} with the bonus token")
+
+
+def _pairs(title: str, values: dict[str, Any]) -> None:
+    if values:
+        console.print(f"[bold]{title}:[/] " + "  ".join(f"{k}={escape(fmt(v))}" for k, v in values.items()), soft_wrap=True)
+
+
+def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[str]) -> None:
+    console.print(f"[bold]a[/] = run {a['id']} {a['experiment']}/{a['variant']} on {a['host']} ({a['status']})")
+    console.print(f"[bold]b[/] = run {b['id']} {b['experiment']}/{b['variant']} on {b['host']} ({b['status']})")
+    table = Table()
+    for column in ("section", "key", "a", "b", "delta"):
+        table.add_column(column)
+    last = None
+    for r in rows:
+        table.add_row(r.section if r.section != last else "", escape(r.key), escape(fmt(r.a)), escape(fmt(r.b)),
+                      _delta(r))
+        last = r.section
+    console.print(table)
+    if command:
+        console.print("[bold]launch script[/]:")
+        for line in command:
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+            console.print(f"  [{style}]{escape(line)}[/]", soft_wrap=True)
+
+
+def _delta(row: Row) -> str:
+    if row.delta is None:
+        return ""
+    whole = all(isinstance(v, (int, float)) and float(v).is_integer() for v in (row.a, row.b))
+    return f"{row.delta:+.0f}" if whole else f"{row.delta:+.3f}"
+
+
+def series_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns of a series in first-seen order, leaving out the kind and columns with no value."""
+    columns: dict[str, None] = {"time": None, "ranks": None}  # first, when present
+    for row in rows:
+        columns.update((k, None) for k, v in row.items() if k != "kind" and v is not None)
+    return [c for c in columns if any(row.get(c) is not None for row in rows)]
+
+
+def series(rows: list[dict[str, Any]], title: str) -> None:
+    columns = series_columns(rows)
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("time", "ranks") else "right")
+    for row in rows:
+        table.add_row(*(f"{v:.2f}" if isinstance(v := row.get(column), float) else fmt(v) for column in columns))
+    console.print(table)
+
+
+def series_csv(rows: list[dict[str, Any]]) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=series_columns(rows), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def note(message: str) -> None:
+    errors.print(escape(message), soft_wrap=True)
+
+
+def raw(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def host_facts(facts: list[Any]) -> None:
+    """`orch hosts check`: one row per host; unreachable hosts show why."""
+    table = Table()
+    for column in ("host", "rtt ms", "os", "python", "sglang", "gpus", "disk free", "port"):
+        table.add_column(column)
+    for f in facts:
+        if not f.reachable:
+            table.add_row(f.host, "[red]unreachable[/]", "", "", "", "", "", "")
+            continue
+        sglang = f"{f.sglang_version or '?'} {f.sglang_dir}" if f.sglang_dir else "-"
+        gpus = f"{len(f.gpus)}x {f.gpus[0].name}" if f.gpus else "-"
+        if f.gpu_processes:
+            gpus += f" ({len(f.gpu_processes)} procs)"
+        disk = "-" if f.disk_free_bytes is None else f"{f.disk_free_bytes / 2**30:.1f} GiB"
+        port = f"{f.port} [red]in use[/]" if f.port_listening else f"{f.port} free"
+        python = escape(f.python or f"[red]{f.python_error}[/]")
+        table.add_row(f.host, fmt(f.rtt_ms), escape(f.os or "-"), python, escape(sglang), escape(gpus), disk, port)
+    console.print(table)
+    for f in facts:
+        if not f.reachable:  # below the table: the reasons are long and name what to do
+            console.print(f"[red]unreachable:[/] {escape(f.error or f.host)}", soft_wrap=True)
+
+
+def patches(rows: list[dict[str, Any]]) -> None:
+    """`orch patches`: what orch has changed on each host, by which run."""
+    if not rows:
+        console.print("no patches applied on the chosen hosts")
+        return
+    table = Table()
+    for column in ("host", "run", "patch", "file", "state"):
+        table.add_column(column)
+    style = {"applied": "cyan", "drifted": "red", "pending": "yellow"}
+    for r in rows:
+        run = f"{r['run_id']} ({r['run']})" if r["run_id"] is not None else r["run"]
+        table.add_row(r["host"], run, f"{r['name']} #{r['seq']}", escape(r["file"]),
+                      f"[{style.get(r['state'], '')}]{r['state']}[/]")
+    console.print(table)
+    if any(r["state"] == "drifted" for r in rows):
+        hosts = sorted({r["host"] for r in rows if r["state"] == "drifted"})
+        console.print("drifted files changed after orch patched them; the originals are kept in the journal; "
+                      + "; ".join(f"`orch revert --host {h} --force` restores {h}'s" for h in hosts), soft_wrap=True)
+
+
+# -- checkpoints: push progress, preflight findings ---------------------------------------------
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "dim"}
+
+
+def transfer(label: str):
+    """A progress callback for one checkpoint push: a bar with bytes/s and ETA once bytes move."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    state: dict[str, Any] = {"bar": None, "task": None}
+
+    def on(kind: str, amount: int) -> None:
+        if kind == "total" and amount > 0:
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                           TimeRemainingColumn(), console=console)
+            state.update(bar=bar, task=bar.add_task(escape(label), total=amount))
+            bar.start()
+        elif kind == "advance" and state["bar"] is not None:
+            state["bar"].advance(state["task"], amount)
+        elif kind == "end" and state["bar"] is not None:  # also after a failed push: the terminal is left clean
+            state["bar"].stop()
+            state["bar"] = None
+
+    return on
+
+
+progress.transfer = transfer  # type: ignore[attr-defined]  # run stages that move bytes look for it
+
+
+def findings(groups: list[dict[str, Any]]) -> None:
+    """`orch check`: the findings of each (variant, host), errors first."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    for group in groups:
+        items = sorted(group["findings"], key=lambda f: order.get(f["severity"], 3))
+        head = f"[bold]{escape(group['variant'])}@{escape(group['host'])}[/]"
+        if not items:
+            console.print(f"{head}: [green]no findings[/]")
+            continue
+        console.print(f"{head}: {len(items)} finding(s)")
+        _finding_lines(items)
+
+
+def _finding_lines(items: list[dict[str, Any]]) -> None:
+    for f in items:
+        style = SEVERITY_STYLE.get(f["severity"], "")
+        console.print(f"  [{style}]{f['severity']}[/] {escape(f['what'])}", soft_wrap=True)
+        console.print(f"      [dim]why:[/] {escape(f['why'])}", soft_wrap=True)
+        console.print(f"      [dim]fix:[/] {escape(f['fix'])}", soft_wrap=True)
+
+
+def checkpoints_and_preflight(record: dict[str, Any]) -> None:
+    """`orch show`: the checkpoints pushed for a run and its preflight findings."""
+    if record.get("checkpoints"):
+        table = Table(title="checkpoints", title_justify="left")
+        for column in ("name", "dest", "source", "transforms", "result", "manifest", "moved"):
+            table.add_column(column)
+        for c in record["checkpoints"]:
+            transforms = ", ".join(next(iter(t)) for t in c["transforms"]) or "-"
+            moved = f"{c['sent_files']}/{c['files']} files, {c['sent_bytes'] / 2**20:.1f} MiB"
+            table.add_row(c["name"], escape(c["dest"]), c["source_hash"][:12], transforms, c["result_hash"][:12],
+                          c["manifest_hash"][:12], moved)
+        console.print(table)
+    if record.get("preflight"):
+        console.print(f"[bold]preflight[/] ({len(record['preflight'])} finding(s)):")
+        _finding_lines(record["preflight"])
+
+
+def imported(done: Any) -> None:
+    """`orch import`: the run recorded and what its log says."""
+    style = STATUS_STYLE.get(done.status, "")
+    console.print(f"run {done.run_id} ({done.uid}) imported: [{style}]{done.status}[/]  accept len "
+                  f"{fmt(done.metrics.get('accept_len'))} over {done.metrics.get('decode_intervals', 0)} decode intervals"
+                  + (f"  flags: {', '.join(done.flags)}" if done.flags else ""))
+    if done.diagnosis:
+        console.print(f"[red]diagnosis:[/] {escape(done.diagnosis.summary)}", soft_wrap=True)
+        for line in done.diagnosis.evidence:
+            console.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+    if "draft-rejected" in done.flags:
+        console.print("the target accepts almost no draft tokens; `orch check` on the experiment looks for why")
+    if done.command:
+        console.print(f"[bold]launch command[/] (from server_args): {escape(done.command)}", soft_wrap=True)
+    for warning in done.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+
+def cleaned(host: str, verdicts: list[Any], dry_run: bool) -> None:
+    """What `orch clean` removed from a host (or would), and why the rest stays."""
+    gone = [v for v in verdicts if v.kept_because is None]
+    kept: dict[str, int] = {}
+    for v in verdicts:
+        if v.kept_because is not None:
+            kept[v.kept_because] = kept.get(v.kept_because, 0) + 1
+    size = sum(v.folder.kib for v in gone) / 1024
+    verb = "would remove" if dry_run else "removed"
+    message = f"{verb} {len(gone)} run folder(s), {size:.1f} MiB" if gone else "no run folder to remove"
+    if kept:
+        message += "; kept " + ", ".join(f"{n}: {why}" for why, n in kept.items())
+    progress(host, message)
+    if dry_run:
+        for v in gone:
+            progress(host, f"  {v.folder.uid} (run {v.run.id}, {v.folder.kib / 1024:.1f} MiB)")

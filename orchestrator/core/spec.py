@@ -1,0 +1,510 @@
+"""Experiment files -> frozen, validated specs; variants x matrix x repeats -> run plans."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import names as identifiers, yamlfile
+from orchestrator.engines.sglang.preflight import CODES as PREFLIGHT_CODES
+from orchestrator.errors import SpecError
+from .yamlfile import Located
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CONTROLLER_VAR = re.compile(r"\$?\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `$${NAME}` matched too: the escape
+PATCH_ACTIONS = ("replace", "insert_after", "insert_before")
+DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"
+
+
+@dataclass(frozen=True)
+class PatchDef:
+    """One named patch: `find` + an action, or a unified `diff` file."""
+
+    name: str
+    file: str
+    where: str
+    find: str | None = None
+    action: str | None = None
+    text: str | None = None
+    count: int = 1
+    diff: str | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    requests: int = 8
+    max_new_tokens: int = 64
+    concurrency: int = 4
+    temperature: float = 0.0
+    prompts: str | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    patches: tuple[str, ...] = ()
+    expect: dict[str, str] = field(default_factory=dict)
+    allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for this variant
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    path: Path
+    description: str
+    hosts: tuple[str, ...]
+    template: Path
+    params: dict[str, Any]
+    env: dict[str, str]
+    patches: dict[str, PatchDef]
+    variants: tuple[Variant, ...]
+    matrix: dict[str, tuple[Any, ...]]
+    repeats: int
+    workload: Workload
+    debug_pattern: str
+    ready_timeout: float
+    raw: dict[str, Any]
+    checkpoints: tuple["CheckpointDef", ...] = ()
+    preflight: bool = True  # the checkpoint checks before each run; `orch run --no-preflight` turns them off
+    allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for every run
+    allow_busy_gpus: bool = False  # `orch run --allow-busy-gpus`: GPUs held by others warn instead of stopping the run
+    extra_params: tuple[str, ...] = ()  # params the template reads indirectly (so a matrix or --set key may name them)
+    secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
+
+
+@dataclass(frozen=True)
+class CheckpointDef:
+    """A local folder pushed to `dest` on each run's host, after its transforms (see checkpoint.py)."""
+
+    name: str
+    src: Path
+    dest: str  # may hold `{{ host.* }}`; rendered per host
+    where: str
+    transforms: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run to make: a variant with its final params, env and patches."""
+
+    experiment: str
+    variant: str
+    params: dict[str, Any]
+    env: dict[str, str]
+    patches: tuple[PatchDef, ...]
+    expect: dict[str, str]
+    repeat: int
+    hosts: tuple[str, ...]
+    allow: tuple[str, ...] = ()  # preflight error codes that are reported and stored but do not stop the run
+    point: dict[str, Any] = field(default_factory=dict)  # this plan's matrix values ({} without a matrix)
+    fingerprint: str = ""  # what defines the run (plankey.fingerprint); "" until plankey.fingerprinted sets it
+
+    @property
+    def key(self) -> str:
+        """The plan's stable name across invocations: experiment, variant, matrix point, repeat index
+        (what `--resume` looks up; see plankey)."""
+        return json.dumps([self.experiment, self.variant, self.point, self.repeat], sort_keys=True,
+                          separators=(",", ":"), default=str)
+
+
+TOP_KEYS = {
+    "name", "description", "hosts", "template", "params", "env", "patches", "variants",
+    "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
+    "secrets",
+}
+
+
+def load(path: Path) -> Spec:
+    """Load and validate an experiment file."""
+    data = yamlfile.load(path)
+    yamlfile.check_keys(data, TOP_KEYS, "the experiment")
+    patches = _patches(data, path)
+    variants = _variants(data, patches)
+    template = Path(os.path.normpath(path.parent / str(data.get("template", "../templates/sglang_launch.sh.j2"))))
+    if not _is_file(template):
+        raise SpecError(f"{data.where('template')}: template {template} not found; fix `template:`")
+    debug_pattern = str(data.get("debug_pattern", DEFAULT_DEBUG_PATTERN))
+    try:
+        re.compile(debug_pattern)
+    except re.error as exc:
+        raise SpecError(f"{data.where('debug_pattern')}: debug_pattern is not a valid regex: {exc}") from None
+    return Spec(
+        name=identifiers.identifier(data.get("name", path.stem), data.where("name"), "experiment name",
+                                    "set `name:` to one, e.g. name: eagle_debug"),
+        path=path,
+        description=str(data.get("description", "")),
+        hosts=_names(data, "hosts"),
+        template=template,
+        params=dict(_mapping(data, "params")),
+        env=_env(data, "env"),
+        patches=patches,
+        variants=variants,
+        matrix=_matrix(data),
+        repeats=_positive_int(data, "repeats", 1),
+        workload=_workload(data, path),
+        debug_pattern=debug_pattern,
+        ready_timeout=float(_positive_number(data, "ready_timeout", 600)),
+        raw=_plain(data),
+        checkpoints=_checkpoints(data, path),
+        allow=_allow(data),
+        extra_params=_names(data, "extra_params"),
+        secrets=_env_names(data, "secrets"),
+    )
+
+
+def expand(spec: Spec, overrides: list[str] = (), variants: tuple[str, ...] = ()) -> list[RunPlan]:
+    """Variants x matrix x repeats, in file order; `--set` overrides applied last."""
+    params_set, env_set = parse_overrides(overrides)
+    chosen = [v for v in spec.variants if not variants or v.name in variants]
+    unknown = set(variants) - {v.name for v in spec.variants}
+    if unknown:
+        names = ", ".join(v.name for v in spec.variants)
+        raise SpecError(f"{spec.path}: no variant named {', '.join(sorted(unknown))}; variants: {names}")
+    keys = list(spec.matrix)
+    combos = list(itertools.product(*(spec.matrix[k] for k in keys))) or [()]
+    plans = []
+    for variant in chosen:
+        for combo in combos:
+            for repeat in range(spec.repeats):
+                params = {**spec.params, **variant.params, **dict(zip(keys, combo)), **params_set}
+                env = {**spec.env, **variant.env, **env_set}
+                plans.append(
+                    RunPlan(
+                        experiment=spec.name,
+                        variant=variant.name,
+                        params=params,
+                        env=env,
+                        patches=tuple(spec.patches[p] for p in variant.patches),
+                        expect=variant.expect,
+                        repeat=repeat,
+                        hosts=spec.hosts,
+                        allow=tuple(dict.fromkeys(spec.allow + variant.allow)),
+                        point=dict(zip(keys, combo)),
+                    )
+                )
+    return plans
+
+
+def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`key=value` into params (see `literal`); `env.NAME=value` into env."""
+    params: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SpecError(f"--set {item!r}: expected key=value, e.g. --set tp_size=8")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes of the command line, kept as surrogates
+            shown = item.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise SpecError(f"--set {shown}: not UTF-8 text; give the value in UTF-8") from None
+        if key in params or (key.startswith("env.") and key[4:] in env):
+            raise SpecError(f"--set {key}= is given twice; keep one")
+        if key.startswith("env."):
+            name = key[4:]
+            if not ENV_NAME.match(name):
+                raise SpecError(f"--set {item!r}: {name!r} is not a valid environment variable name")
+            env[name] = value
+        else:
+            params[key] = literal(value)
+    return params, env
+
+
+PLAIN_NUMBER = re.compile(r"[-+]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+
+
+def literal(value: str) -> Any:
+    """A `--set` value as written: an int or float when it is a plain decimal number, a bool for
+    true/false, else the text itself. Not YAML: `/m #v2`, `~`, `0x10` and `[a]` stay text."""
+    if value in ("true", "false"):
+        return value == "true"
+    if PLAIN_NUMBER.fullmatch(value):
+        return float(value) if any(c in value for c in ".eE") else int(value)
+    return value
+
+
+def resolve_controller_vars(value: str, where: str) -> str:
+    """`${NAME}` in an env value comes from the controller's environment (for tokens);
+    `$${NAME}` is a literal `${NAME}` (for the shell on the host to expand, or for the server)."""
+
+    def sub(match: re.Match[str]) -> str:
+        if match.group(0).startswith("$$"):
+            return match.group(0)[1:]
+        name = match.group(1)
+        if name not in os.environ:
+            raise SpecError(f"{where}: ${{{name}}} is not set in this shell; export {name}, "
+                            f"write $${{{name}}} for a literal ${{{name}}}, or remove it")
+        return os.environ[name]
+
+    return CONTROLLER_VAR.sub(sub, value)
+
+
+# --- field readers -------------------------------------------------------------------------
+
+
+def _mapping(data: Located, key: str) -> Located:
+    value = data.get(key)
+    if value is None:
+        return Located(source=data.source, line=data.line_of(key))
+    yamlfile.require_mapping(value, data.where(key), f"`{key}`")
+    return value
+
+
+def _names(data: Located, key: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{data.where(key)}: `{key}` must be a list of names, e.g. [a, b]")
+    return tuple(value)
+
+
+def _env_names(data: Located, key: str) -> tuple[str, ...]:
+    names = _names(data, key)
+    for name in names:
+        if not ENV_NAME.match(name):
+            raise SpecError(f"{data.where(key)}: {name!r} in `{key}` is not an environment variable name")
+    return names
+
+
+def _env(data: Located, key: str) -> dict[str, str]:
+    env = {}
+    mapping = _mapping(data, key)
+    for name, value in mapping.items():
+        if not ENV_NAME.match(name):
+            raise SpecError(f"{mapping.where(name)}: {name!r} is not a valid environment variable name")
+        if isinstance(value, (dict, list)) or value is None:
+            raise SpecError(f"{mapping.where(name)}: env value of {name} must be a string or number")
+        env[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+def _positive_int(data: Located, key: str, default: int) -> int:
+    value = data.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SpecError(f"{data.where(key)}: `{key}` must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _number(data: Located, key: str, default: float) -> float:
+    value = data.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise SpecError(f"{data.where(key)}: `{key}` must be a number, got {value!r}")
+    return float(value)
+
+
+def _positive_number(data: Located, key: str, default: float) -> float:
+    value = data.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise SpecError(f"{data.where(key)}: `{key}` must be a number > 0, got {value!r}")
+    return value
+
+
+def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
+    patches = {}
+    mapping = _mapping(data, "patches")
+    for name, body in mapping.items():
+        where = mapping.where(name)
+        identifiers.identifier(name, where, "patch name", "rename the patch")
+        body = yamlfile.require_mapping(body, where, f"patch '{name}'")
+        yamlfile.check_keys(body, {"file", "find", "count", "diff", *PATCH_ACTIONS}, f"patch '{name}'")
+        if not isinstance(body.get("file"), str) or not body["file"]:
+            raise SpecError(f"{where}: patch '{name}' needs `file:` (an absolute path or PACKAGE:path)")
+        if not body["file"].startswith("/") and ":" not in body["file"]:  # a relative path means nothing on a host
+            raise SpecError(f"{body.where('file')}: patch '{name}' `file:` {body['file']!r} is neither an absolute path "
+                            "nor PACKAGE:path; e.g. sglang:srt/models/llama_eagle3.py")
+        if any(ord(c) < 32 for c in body["file"]):
+            raise SpecError(f"{body.where('file')}: patch '{name}' `file:` {body['file']!r} holds a control character "
+                            "(a newline, a tab, ...); give the path on one line")
+        actions = [a for a in PATCH_ACTIONS if a in body]
+        if "diff" in body:
+            if "find" in body or actions:
+                raise SpecError(f"{where}: patch '{name}' has `diff:` and `find:`; use one of them")
+            diff_path = path.parent / str(body["diff"])
+            if not _is_file(diff_path):
+                raise SpecError(f"{body.where('diff')}: diff file {diff_path} not found")
+            patches[name] = PatchDef(name, body["file"], where, diff=_diff_text(diff_path, body.where("diff")))
+            continue
+        if not isinstance(body.get("find"), str) or not body["find"]:
+            raise SpecError(f"{where}: patch '{name}' needs `find:` text (or `diff:` a unified diff file)")
+        if len(actions) != 1:
+            raise SpecError(
+                f"{where}: patch '{name}' needs exactly one of replace / insert_after / insert_before"
+            )
+        text = body[actions[0]]
+        if not isinstance(text, str):
+            raise SpecError(f"{body.where(actions[0])}: `{actions[0]}` must be text")
+        count = _positive_int(body, "count", 1)
+        patches[name] = PatchDef(name, body["file"], where, body["find"], actions[0], text, count)
+    return patches
+
+
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False for a name the system cannot look up at all (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _diff_text(path: Path, where: str) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise SpecError(f"{where}: diff file {path} is not UTF-8 text; give a unified diff (diff -u)") from None
+    except OSError as exc:
+        raise SpecError(f"{where}: cannot read diff file {path} ({exc.strerror or exc})") from None
+
+
+def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...]:
+    mapping = _mapping(data, "variants")
+    if not mapping:
+        return (Variant("default", patches=tuple(patches)),)
+    variants = []
+    for name, body in mapping.items():
+        where = mapping.where(name)
+        identifiers.identifier(name, where, "variant name", "rename the variant")
+        body = body if body is not None else Located(source=data.source, line=mapping.line_of(name))
+        yamlfile.require_mapping(body, where, f"variant '{name}'")
+        yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect", "preflight"}, f"variant '{name}'")
+        names = _names(body, "patches")
+        for patch in names:
+            if patch not in patches:
+                known = ", ".join(patches) or "none defined"
+                raise SpecError(f"{body.where('patches')}: variant '{name}' uses unknown patch {patch!r}; patches: {known}")
+        expect = {k: str(v) for k, v in _mapping(body, "expect").items()}
+        for metric, rule in expect.items():
+            parse_expectation(rule, body.where("expect"))
+        variants.append(
+            Variant(name, str(body.get("description", "")), dict(_mapping(body, "params")), _env(body, "env"), names, expect,
+                    _allow(body))
+        )
+    return tuple(variants)
+
+
+def _allow(data: Located) -> tuple[str, ...]:
+    """`preflight: {allow: [code, ...]}`: preflight errors the experiment acknowledges; they are still
+    reported and stored, but do not stop the run."""
+    body = _mapping(data, "preflight")
+    yamlfile.check_keys(body, {"allow"}, "`preflight`")
+    codes, where = body.get("allow", []), body.where("allow")
+    if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+        raise SpecError(f"{where}: `preflight.allow` must be a list of finding codes, e.g. [algorithm-not-eagle3]")
+    for code in codes:
+        if code not in PREFLIGHT_CODES:
+            close = difflib.get_close_matches(code, PREFLIGHT_CODES, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known codes: {', '.join(PREFLIGHT_CODES)}"
+            raise SpecError(f"{where}: unknown preflight code {code!r} in `preflight.allow`; {hint}")
+    return tuple(codes)
+
+
+EXPECTATION = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(-?[0-9.]+)\s*$")
+
+
+def parse_expectation(rule: str, where: str) -> tuple[str, float]:
+    match = EXPECTATION.match(rule)
+    if not match:
+        raise SpecError(f"{where}: expectation {rule!r} must look like '>= 2.0' (ops: > >= < <= == !=)")
+    return match.group(1), float(match.group(2))
+
+
+def _matrix(data: Located) -> dict[str, tuple[Any, ...]]:
+    result = {}
+    mapping = _mapping(data, "matrix")
+    for key, values in mapping.items():
+        if not isinstance(values, list) or not values:
+            raise SpecError(f"{mapping.where(key)}: matrix {key!r} must be a non-empty list of values")
+        result[key] = tuple(values)
+    return result
+
+
+def _workload(data: Located, path: Path) -> Workload:
+    body = _mapping(data, "workload")
+    yamlfile.check_keys(body, {"requests", "max_new_tokens", "concurrency", "temperature", "prompts"}, "workload")
+    prompts = body.get("prompts")
+    if prompts is not None:
+        prompts_path = path.parent / str(prompts)
+        if not _is_file(prompts_path):
+            raise SpecError(f"{body.where('prompts')}: prompts file {prompts_path} not found")
+        prompts = str(prompts_path)
+    return Workload(
+        requests=_positive_int(body, "requests", 8),
+        max_new_tokens=_positive_int(body, "max_new_tokens", 64),
+        concurrency=_positive_int(body, "concurrency", 4),
+        temperature=_number(body, "temperature", 0.0),
+        prompts=prompts,
+    )
+
+
+def _plain(value: Any) -> Any:
+    """The spec as plain JSON-able data, for the run record."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+TRANSFORMS = ("rename_keys", "d2t_to_offsets")
+
+
+def _checkpoints(data: Located, path: Path) -> tuple[CheckpointDef, ...]:
+    """`checkpoints:` a list of {name, src (local folder, relative to the experiment), dest, transform}."""
+    items = data.get("checkpoints") or []
+    if not isinstance(items, list):
+        raise SpecError(f"{data.where('checkpoints')}: `checkpoints` must be a list of {{name, src, dest}}")
+    found: dict[str, CheckpointDef] = {}
+    for item in items:
+        body = yamlfile.require_mapping(item, data.where("checkpoints"), "a checkpoint")
+        where = body.where()
+        yamlfile.check_keys(body, {"name", "src", "dest", "transform"}, "checkpoint")
+        name, src, dest = body.get("name"), body.get("src"), body.get("dest")
+        if not all(isinstance(v, str) and v for v in (name, src, dest)):
+            raise SpecError(f"{where}: a checkpoint needs `name`, `src` (a local folder) and `dest` (a host path)")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in found:
+            raise SpecError(f"{where}: checkpoint name {name!r} must be a unique identifier (templates use checkpoints.{name})")
+        folder = Path(os.path.abspath(path.parent / src))
+        if not _is_dir(folder):
+            raise SpecError(f"{body.where('src')}: checkpoint '{name}': src {folder} is not a folder")
+        found[name] = CheckpointDef(name, folder.resolve(), dest, where, _transforms(body, name))
+    return tuple(found.values())
+
+
+def _transforms(body: Located, name: str) -> tuple[dict[str, Any], ...]:
+    items = body.get("transform") or []
+    where = body.where("transform")
+    if not isinstance(items, list):
+        raise SpecError(f"{where}: checkpoint '{name}': `transform` must be a list, e.g. [d2t_to_offsets]")
+    result = []
+    for item in items:
+        kind, value = item, None
+        if isinstance(item, dict) and len(item) == 1:
+            kind, value = next(iter(item.items()))
+        if kind not in TRANSFORMS:
+            raise SpecError(f"{where}: checkpoint '{name}': unknown transform {item!r}; known: {', '.join(TRANSFORMS)}")
+        if kind == "rename_keys":
+            if not isinstance(value, dict) or not value or not all(isinstance(k, str) and k and isinstance(v, str)
+                                                                  for k, v in value.items()):
+                raise SpecError(f"{where}: checkpoint '{name}': rename_keys needs a prefix map, "
+                                f"e.g. {{\"layers.0.\": \"midlayer.\"}}")
+            result.append({"rename_keys": {str(k): str(v) for k, v in value.items()}})
+        else:
+            result.append({"d2t_to_offsets": True})
+    return tuple(result)

@@ -1,0 +1,154 @@
+"""The I/O half of the EAGLE-3 preflight: reads config.json files, the draft's weights (tensor
+names and shapes by ranged reads, see preflight_weights.py) and the host's installed SGLang source
+(see preflight_source.py) over any Connection, then hands them to the pure `engines.sglang.preflight`.
+
+`gate` is the one call a run makes: findings stored with the run, errors stop it (exit 2)
+before any patch or launch, unless the experiment allows their code (`preflight: {allow: [...]}`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import preflight_source, preflight_weights
+from orchestrator.core import shell
+from orchestrator.host.session import package_dir, sglang_version
+from . import preflight
+from .preflight import Facts, Finding
+from .source import EMBED_HEAD, METHOD
+from .preflight_weights import PreflightError
+from orchestrator.core.spec import PatchDef
+
+SPECULATIVE = ("EAGLE3", "EAGLE", "NEXTN")  # NEXTN runs as EAGLE
+
+__all__ = ["PreflightError", "HostFiles", "described", "findings_for", "gate", "stop_on_errors"]
+
+
+class HostFiles:
+    """Reads on the host; paths under an `overlay` key are read from that local folder instead
+    (for `orch check` before a checkpoint has been pushed)."""
+
+    def __init__(self, conn: Any, overlay: dict[str, Path] | None = None):
+        self.conn = conn
+        self.overlay = overlay or {}
+
+    def _local(self, path: str) -> Path | None:
+        for prefix, folder in self.overlay.items():
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                return folder / path[len(prefix):].lstrip("/")
+        return None
+
+    async def read(self, path: str) -> bytes:
+        local = self._local(path)
+        return local.read_bytes() if local is not None else await self.conn.read_file(path)
+
+    async def read_range(self, path: str, offset: int, length: int) -> bytes:
+        local = self._local(path)
+        if local is not None:
+            with open(local, "rb") as handle:
+                handle.seek(offset)
+                return handle.read(length)
+        return (await self.conn.run(shell.read_range(path, offset, length))).stdout
+
+    async def size(self, path: str) -> int:
+        local = self._local(path)
+        if local is not None:
+            return local.stat().st_size
+        found = await self.conn.stat(path)
+        if found is None:
+            raise FileNotFoundError(path)
+        return found.size
+
+    async def names(self, folder: str, suffix: str) -> list[str]:
+        local = self._local(folder)
+        if local is not None:
+            return sorted(p.name for p in local.glob(f"*{suffix}") if p.is_file())
+        return sorted(n for n in (await self.conn.run(shell.list_named(folder, suffix))).out.splitlines() if n)
+
+
+async def findings_for(conn: Any, host: Any, params: dict[str, Any], env: dict[str, str],
+                       patches: tuple[PatchDef, ...], overlay: dict[str, Path] | None = None,
+                       packages: dict[str, str] | None = None, allow: tuple[str, ...] = ()) -> list[Finding]:
+    """Every finding for one run's rendered params on one host; errors whose code is in `allow`
+    come back marked allowed."""
+    draft_path, model_path = params.get("draft_model_path"), params.get("model_path")
+    if str(params.get("speculative_algorithm") or "").upper() not in SPECULATIVE or not draft_path or not model_path:
+        return []
+    files = HostFiles(conn, overlay)
+    target_cfg = await _config(files, str(model_path))
+    draft_cfg = await _config(files, str(draft_path))
+    if isinstance(target_cfg, Finding) or isinstance(draft_cfg, Finding):
+        return preflight.acknowledged([f for f in (target_cfg, draft_cfg) if isinstance(f, Finding)], allow)
+    sglang = await package_dir(conn, host, packages if packages is not None else {})
+    version = src = sources = target = capture = embed_head = None
+    if sglang:
+        version = await sglang_version(conn, sglang)
+        src, sources, target = await preflight_source.host_source(
+            conn, sglang, _archs(target_cfg), _archs(draft_cfg))
+        if target:
+            capture = await preflight_source.capture(conn, sglang, src.registry, sources, target, patches, METHOD)
+        if target and src.embed_head_call:  # asked only where the host's speculative worker calls it
+            embed_head = await preflight_source.capture(conn, sglang, src.registry, sources, target, patches,
+                                                        EMBED_HEAD)
+    weights = await preflight_weights.read(files, str(draft_path))
+    layout_source = (sources or {}).get(preflight_source.LLAMA_EAGLE3)
+    facts = Facts(version, preflight.draft_layout(layout_source, version), str(model_path), target_cfg,
+                  str(draft_path), draft_cfg, weights.tensors, weights.vocab.get("d2t"), weights.vocab.get("t2d"),
+                  capture, params, env, src, weights.unread, weights.files, embed_head)
+    return preflight.acknowledged(preflight.check(facts), allow)
+
+
+def _archs(config: dict[str, Any]) -> list[str]:
+    names = config.get("architectures")
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+async def _config(files: HostFiles, folder: str) -> dict[str, Any] | Finding:
+    try:
+        data = json.loads(await files.read(f"{folder}/config.json"))
+    except FileNotFoundError:
+        return Finding(preflight.INFO, "not-a-folder", f"{folder}/config.json not found on the host",
+                       "the checkpoint checks read config.json; a hub id or a missing folder is not checked",
+                       "point the path at a checkpoint folder on the host")
+    except ValueError as exc:
+        return Finding(preflight.ERROR, "config-invalid", f"{folder}/config.json is not JSON: {exc}",
+                       "SGLang cannot load the model", "fix or re-export config.json")
+    return data if isinstance(data, dict) else {}
+
+
+async def gate(spec: Any, plan: Any, session: Any, store: Any, run: Any, report: Any, context: dict[str, Any]) -> None:
+    """The run's preflight: findings stored and reported; errors raise before any patch or launch,
+    except those the experiment allows (still reported and stored, marked allowed)."""
+    from orchestrator.store.database import FindingRow
+
+    label = f"{plan.variant}@{session.host.name}"
+    if not getattr(spec, "preflight", True):
+        store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")
+        report(label, "preflight skipped (--no-preflight)")
+        return
+    allow = tuple(getattr(plan, "allow", ()))
+    findings = await findings_for(session.conn, session.host, context["params"], context["env"], plan.patches,
+                                  packages=session.packages, allow=allow)
+    store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
+    for f in findings:
+        report(label, described(f))
+    stop_on_errors(findings, allow, label)
+    allowed = sum(f.allowed for f in findings)
+    store.event(run, "preflight", f"{len(findings)} finding(s), no errors" if not allowed else
+                f"{len(findings)} finding(s), {allowed} allowed error(s) ({', '.join(allow)})")
+
+
+def described(finding: Finding) -> str:
+    """A finding as a run (or its dry run) reports it: `preflight SEVERITY: what`, then why and fix."""
+    return (f"preflight {finding.severity.upper()}{' (allowed)' if finding.allowed else ''}: {finding.what}\n"
+            f"why: {finding.why}\nfix: {finding.fix}")
+
+
+def stop_on_errors(findings: list[Finding], allow: tuple[str, ...], label: str) -> None:
+    """Raise, naming the first, when an error is not in `allow`."""
+    bad = preflight.blocking(findings, allow)
+    if bad:
+        raise PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: {bad[0].what}; "
+                             f"fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")

@@ -1,0 +1,159 @@
+"""Why a vLLM server failed, from its log: one known signature -> kind, one-line advice, evidence.
+
+Every signature is the text vLLM (or torch, argparse, pydantic) really raises; where it comes from:
+- `cuda-oom`: torch's `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...`
+- `kv-cache-too-small`: `No available memory for the cache blocks. Try increasing
+  `gpu_memory_utilization` ...` (0.10.1.1 `vllm/v1/core/kv_cache_utils.py:682`, 0.33.0
+  `vllm/v1/core/kv_cache_planning.py:58`) and `To serve at least one request with the models's max
+  seq len (N), (X GiB KV cache is needed, ...` (0.10.1.1 `kv_cache_utils.py:697`)
+- `port-in-use`: `OSError: [Errno 98] Address already in use` from `sock.bind(addr)` (0.10.1.1
+  `vllm/entrypoints/openai/api_server.py:1775`); vLLM's own warning `Address already in use.
+  Retrying with a new port.` (`vllm/config/parallel.py:191`) is about an internal port and is no failure
+- `max-model-len`: `User-specified max_model_len (N) is greater than the derived max_model_len
+  (max_position_embeddings=M or model_max_length=None in model's config.json). ...` (0.10.1.1
+  `vllm/config/__init__.py:2956`, 0.33.0 `vllm/config/model.py:2667`)
+- `tp-too-large`: `World size (N) is larger than the number of available GPUs (M) in this node.`
+  (0.33.0 `vllm/config/parallel.py:1072`); 0.10.1.1 falls back to Ray and says `Unable to load Ray`
+  (`vllm/config/parallel.py:315`)
+- `spec-method-unknown`: pydantic's `Input should be 'ngram', 'eagle', ...` for SpeculativeConfig's
+  `method` Literal (0.10.1.1 `vllm/config/__init__.py:1903`), `Unsupported speculative method: 'x'`
+  (0.33.0 `vllm/config/speculative.py:1500`), `Invalid method X. Supported methods are ...`
+  (`vllm/transformers_utils/configs/eagle.py:64`)
+- `eagle3-target-unsupported`: `Eagle3 is only supported for ['llama', 'qwen'] models.` (0.10.1.1
+  `vllm/config/__init__.py:2353`) and `Model does not support EAGLE3 interface but
+  aux_hidden_state_outputs was requested` (0.10.1.1 `vllm/v1/worker/gpu_model_runner.py:2002`,
+  0.33.0 `:5174`)
+- `draft-arch-unsupported`: `Model architectures ['EagleLlamaForCausalLMEagle3'] are not supported for
+  now.` (`vllm/model_executor/models/registry.py:498` 0.10.1.1, `:1250` 0.33.0): method `eagle`
+  renames an EAGLE-3 draft's architecture to `Eagle` + name (`transformers_utils/configs/eagle.py:50`)
+- `draft-weights`: `Attempted to load weight (torch.Size([64, 128])) into parameter (torch.Size([64,
+  192]))` (`vllm/model_executor/model_loader/weight_utils.py:625`), `There is no module or parameter
+  named 'x' in Y` (0.33.0 `vllm/model_executor/models/utils.py:443`), a `KeyError: 'layers.1....'`
+  from 0.10.1.1's `llama_eagle3.py:190`
+- `bad-arguments`: argparse's `error: unrecognized arguments: ...` / `error: argument --x: ...`
+- `engine-core-failed`: `RuntimeError: Engine core initialization failed. See root cause above.`
+  (0.10.1.1 `vllm/v1/engine/utils.py:759`) when nothing more specific is found
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    kind: str
+    summary: str  # one line: what happened and what to do
+    evidence: tuple[str, ...]  # the log lines that show it, most specific first
+
+
+# Literals one of which is on every line a signature needs: the log is searched for these only.
+NEEDLES: tuple[str, ...] = (
+    "CUDA out of memory", "OutOfMemoryError", "No available memory for the cache blocks",
+    "KV cache is needed", "Address already in use", "is greater than the derived max_model_len",
+    "is larger than the number of available GPUs", "Unable to load Ray", "validation error for SpeculativeConfig",
+    "Unsupported speculative method", "Invalid method", "Eagle3 is only supported", "does not support EAGLE3",
+    "are not supported for now", "Attempted to load weight", "There is no module or parameter named",
+    "KeyError", "error: unrecognized arguments", "error: argument", "Engine core initialization failed",
+)
+
+_Check = Callable[[list[str]], "Diagnosis | None"]
+
+
+def diagnose(text: str) -> Diagnosis | None:
+    """The most specific known failure in `text` (lines around the needles), or None."""
+    lines = [line.rstrip("\r\t ") for line in text.split("\n")]
+    for check in CHECKS:
+        found = check(lines)
+        if found is not None:
+            return found
+    return None
+
+
+def _hit(lines: list[str], pattern: re.Pattern[str], skip: str | None = None) -> tuple[str, re.Match[str]] | None:
+    for line in lines:
+        if skip is not None and skip in line:
+            continue
+        m = pattern.search(line)
+        if m:
+            return line, m
+    return None
+
+
+def _rule(kind: str, pattern: str, advice: Callable[[re.Match[str]], str], skip: str | None = None) -> _Check:
+    compiled = re.compile(pattern)
+
+    def check(lines: list[str]) -> Diagnosis | None:
+        hit = _hit(lines, compiled, skip)
+        return None if hit is None else Diagnosis(kind, advice(hit[1]), (hit[0].strip(),))
+
+    check.__name__ = kind
+    return check
+
+
+def _bad_weight(m: re.Match[str]) -> str:
+    if m.group("have"):
+        return (f"The draft checkpoint holds a tensor of shape {m.group('have')} where vLLM's model has "
+                f"{m.group('want')}: most often fc's input width (3 x the target's hidden size, or the number of "
+                "aux layers x it): re-export the draft for this target, or fix the draft config's target_hidden_size.")
+    return (f"vLLM's EAGLE-3 loader does not know the draft weight {m.group('name')}: rename the keys to the layout "
+            "it loads (midlayer.* or layers.0.*), or drop the tensor (`orch check` names every unknown key).")
+
+
+CHECKS: tuple[_Check, ...] = (
+    _rule("bad-arguments", r"error: (unrecognized arguments: .*|argument \S+: .*)",
+          lambda m: f"vLLM rejected its command line ({m.group(1)[:160]}): fix the flag in the template or the "
+                    "experiment's params (`orch check` lists the host's flags)."),
+    _rule("spec-method-unknown",
+          r"Input should be ('ngram'[^\[]*?)(?: \[type=literal_error|$)|Unsupported speculative method: '([^']*)'"
+          r"|Invalid method (\S+)\.",
+          lambda m: "The --speculative-config method is not one this vLLM knows"
+                    + (f" (it accepts {m.group(1)})" if m.group(1) else f" ({m.group(2) or m.group(3)!r})")
+                    + ": use \"eagle3\" for an EAGLE-3 draft."),
+    _rule("draft-arch-unsupported", r"Model architectures \[([^\]]*)\] are not supported for now",
+          lambda m: f"vLLM has no model class for the draft architecture {m.group(1)}"
+                    + (": method \"eagle\" renames an EAGLE-3 draft to Eagle<name>; use \"method\": \"eagle3\"."
+                       if "Eagle3" in m.group(1) and "'Eagle" in m.group(1) else
+                       ": set the draft config's architectures to one this vLLM registers (e.g. "
+                       "Eagle3LlamaForCausalLM), or use a vLLM that registers it.")),
+    _rule("eagle3-target-unsupported",
+          r"Eagle3 is only supported for (\[[^\]]*\]) models|does not support EAGLE3 interface",
+          lambda m: "The target model class cannot hand EAGLE-3 its aux hidden states on this vLLM"
+                    + (f" (only {m.group(1)} model types)" if m.group(1) else " (no SupportsEagle3)")
+                    + ": use a vLLM release whose target class implements SupportsEagle3, or another target."),
+    _rule("draft-weights",
+          r"Attempted to load weight \((?P<have>torch\.Size\(\[[^\]]*\]\))\) into parameter "
+          r"\((?P<want>torch\.Size\(\[[^\]]*\]\))\)|There is no module or parameter named '(?P<name>[^']*)'"
+          r"|KeyError: '(?P<key>(?:model\.)?(?:layers|midlayer|fc|norm)[^']*)'",
+          lambda m: _bad_weight(m) if not m.group("key") else
+          f"vLLM's EAGLE-3 loader has no parameter for draft weight {m.group('key')}: rename the keys to the layout "
+          "it loads (midlayer.* or layers.0.*)."),
+    _rule("max-model-len",
+          r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len \((\S+?)=(\d+)",
+          lambda m: f"--max-model-len {m.group(1)} is above the model's {m.group(2)} ({m.group(3)}): lower "
+                    "--max-model-len, or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 if the model really supports it."),
+    _rule("tp-too-large", r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)",
+          lambda m: f"--tensor-parallel-size x pipeline size = {m.group(1)} but the host has {m.group(2)} GPUs: "
+                    "lower --tensor-parallel-size or run on a host with more GPUs."),
+    _rule("tp-too-large", r"Unable to load Ray",
+          lambda m: "vLLM needs Ray because --tensor-parallel-size is above this host's GPU count: lower "
+                    "--tensor-parallel-size (or install Ray for a multi-node run)."),
+    _rule("cuda-oom", r"CUDA out of memory(?:\. Tried to allocate ([\d.]+ [KMGT]?i?B))?|OutOfMemoryError",
+          lambda m: "The GPU ran out of memory" + (f" (tried to allocate {m.group(1)})" if m.group(1) else "")
+                    + ": lower --gpu-memory-utilization or --max-num-seqs / --max-model-len, or use more GPUs "
+                      "(--tensor-parallel-size)."),
+    _rule("kv-cache-too-small",
+          r"No available memory for the cache blocks|max seq len \((\d+)\), \(([\d.]+ GiB) KV cache is needed",
+          lambda m: "No GPU memory was left for the KV cache" + (f" (max seq len {m.group(1)} needs {m.group(2)})"
+                                                                  if m.group(1) else "")
+                    + ": raise --gpu-memory-utilization, or lower --max-model-len."),
+    _rule("port-in-use", r"\[Errno 98\][^\n]*[Aa]ddress already in use|OSError: .*[Aa]ddress already in use",
+          lambda m: "The server's HTTP port is taken by another process: pick another `port`, or stop what holds it "
+                    "(`orch hosts check` names it).", skip="Retrying with a new port"),
+    _rule("engine-core-failed", r"Engine core initialization failed\. See root cause above\.(.*)",
+          lambda m: "vLLM's engine core process died while starting" + (f" ({m.group(1).strip()})" if m.group(1).strip()
+                                                                         else "")
+                    + ": read the traceback above it in `orch logs RUN`."),
+)

@@ -1,0 +1,183 @@
+"""Checkpoints of an experiment: transformed (never in place) into a content-addressed local cache,
+then pushed to each run's host; the run records source hash, transforms, result and manifest hash.
+
+Transforms:
+    rename_keys: {"layers.0.": "midlayer."}   prefix map on safetensors keys (and the shard index)
+    d2t_to_offsets                            absolute target ids in `d2t` -> offsets (d2t[i] - i)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import push
+from orchestrator.engines.sglang import preflight
+from orchestrator.engines import safetensors
+from orchestrator.errors import SpecError
+from orchestrator.core.spec import CheckpointDef
+
+INDEX_NAME = "model.safetensors.index.json"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checkpoint ready to push: `folder` is `src` itself, or the cached transformed copy."""
+
+    name: str
+    folder: Path
+    source_hash: str
+    transforms: tuple[dict[str, Any], ...]
+    result_hash: str
+
+
+def prepare(checkpoint: CheckpointDef, cache: Path | None = None) -> Prepared:
+    """Apply the checkpoint's transforms once; the same source + transforms reuse the cached result."""
+    root = cache or push.cache_root()
+    source = push.local_manifest(checkpoint.src, root).digest
+    if not checkpoint.transforms:
+        return Prepared(checkpoint.name, checkpoint.src, source, (), source)
+    store = root / "checkpoints"
+    key = hashlib.sha256((source + json.dumps(checkpoint.transforms, sort_keys=True)).encode()).hexdigest()
+    index = store / "by-input" / key
+    if index.is_file():
+        result = index.read_text().strip()
+        if (store / result).is_dir():
+            return Prepared(checkpoint.name, store / result, source, checkpoint.transforms, result)
+    store.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".making-", dir=store))
+    try:
+        apply_all(checkpoint.src, work, checkpoint.transforms, checkpoint.where)
+        result = push.local_manifest(work, root).digest
+        final = store / result
+        if final.is_dir():
+            shutil.rmtree(work)  # the same bytes were made before from another input
+        else:
+            os.replace(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(result + "\n")
+    return Prepared(checkpoint.name, final, source, checkpoint.transforms, result)
+
+
+def apply_all(src: Path, out: Path, transforms: tuple[dict[str, Any], ...], where: str) -> None:
+    """Write `src` with `transforms` applied into the empty folder `out`."""
+    renames: dict[str, str] = {}
+    to_offsets = False
+    for transform in transforms:
+        if "rename_keys" in transform:
+            renames.update(transform["rename_keys"])
+        if "d2t_to_offsets" in transform:
+            to_offsets = True
+    target_vocab = _target_vocab(src)
+    found_d2t = False
+    for here, dirs, names in os.walk(src):
+        dirs.sort()
+        for name in sorted(names):
+            source = Path(here) / name
+            target = out / source.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if name.endswith(".safetensors"):
+                found_d2t |= _rewrite_shard(source, target, renames, to_offsets, target_vocab, where)
+            elif name == INDEX_NAME and renames:
+                _rewrite_index(source, target, renames)
+            else:
+                shutil.copyfile(source, target)
+    if to_offsets and not found_d2t:
+        raise SpecError(f"{where}: transform d2t_to_offsets: no tensor named d2t in {src}")
+
+
+def rename(name: str, renames: dict[str, str]) -> str:
+    for old, new in renames.items():
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
+
+
+def _target_vocab(src: Path) -> int | None:
+    try:
+        config = json.loads((src / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get("vocab_size")
+
+
+def _rewrite_shard(source: Path, target: Path, renames: dict[str, str], to_offsets: bool,
+                   target_vocab: int | None, where: str) -> bool:
+    header = safetensors.read_header_file(source)
+    plan: list[tuple[str, Any]] = []
+    names = set()
+    for info in header.tensors.values():
+        new = rename(info.name, renames)
+        if new in names:
+            raise SpecError(f"{where}: rename_keys maps two tensors of {source.name} to {new}; fix the prefix map")
+        names.add(new)
+        plan.append((new, info))
+    found = False
+    if to_offsets and "d2t" in header.tensors:
+        found = True
+        d2t = safetensors.read_tensor_file(source, "d2t", header).astype(np.int64)
+        t2d = safetensors.read_tensor_file(source, "t2d", header) if "t2d" in header.tensors else None
+        vocab = len(t2d) if t2d is not None else target_vocab
+        form = preflight.d2t_form(d2t, int(vocab or 2**62), t2d)
+        if form != "absolute":
+            raise SpecError(f"{where}: transform d2t_to_offsets: d2t in {source} already holds {form} values, "
+                            f"not absolute ids; remove the transform")
+        offsets = (d2t - np.arange(len(d2t))).astype(np.dtype(safetensors.NUMPY_DTYPES[header.tensors["d2t"].dtype]))
+        plan = [(n, offsets if n == rename("d2t", renames) else item) for n, item in plan]
+    safetensors.write_file(target, source, plan, header.metadata)
+    return found
+
+
+def _rewrite_index(source: Path, target: Path, renames: dict[str, str]) -> None:
+    index = json.loads(source.read_text())
+    index["weight_map"] = {rename(k, renames): v for k, v in index.get("weight_map", {}).items()}
+    target.write_text(json.dumps(index, indent=2) + "\n")
+
+
+async def push_for_run(checkpoints: tuple[CheckpointDef, ...], conn: Any, dests: dict[str, str],
+                       progress: Any = None) -> list[tuple[Prepared, push.PushResult]]:
+    """Prepare and push every checkpoint to its rendered `dest` on the run's host."""
+    done = []
+    for checkpoint in checkpoints:
+        try:
+            prepared = await asyncio.to_thread(prepare, checkpoint)
+        except (FileNotFoundError, safetensors.FormatError) as exc:
+            raise SpecError(f"{checkpoint.where}: checkpoint '{checkpoint.name}': {exc}") from None
+        bar = progress(checkpoint.name) if progress else None
+        result = await push.push(conn, prepared.folder, dests[checkpoint.name], progress=bar)
+        done.append((prepared, result))
+    return done
+
+
+async def push_stage(spec: Any, plan: Any, session: Any, store: Any, run: Any, report: Any,
+                     context: dict[str, Any]) -> None:
+    """The run's push: every checkpoint of the experiment to its dest, recorded with the run."""
+    from orchestrator.store.database import CheckpointRow
+
+    if not spec.checkpoints:
+        return
+    label = f"{plan.variant}@{session.host.name}"
+    bars = getattr(report, "transfer", None)
+    pushed = await push_for_run(spec.checkpoints, session.conn, context["checkpoints"],
+                                (lambda name: bars(f"{label} {name}")) if bars else None)
+    for prepared, result in pushed:
+        store.add(CheckpointRow(
+            run_id=run.id, name=prepared.name, dest=result.dest, source_hash=prepared.source_hash,
+            transforms=list(prepared.transforms), result_hash=prepared.result_hash, manifest_hash=result.manifest,
+            files=result.files, total_bytes=result.total_bytes, sent_files=result.sent_files,
+            sent_bytes=result.sent_bytes, seconds=result.seconds))
+        moved = f"{result.sent_files} of {result.files} files, {result.sent_bytes / 2**20:.1f} MiB moved"
+        report(label, f"checkpoint {prepared.name} -> {result.dest}: {moved} in {result.seconds:.1f} s "
+                      f"(manifest {result.manifest[:12]})")

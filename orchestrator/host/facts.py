@@ -1,0 +1,137 @@
+"""What `orch hosts check` learns about each host, in one round trip per host."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from orchestrator.core import shell
+from orchestrator.errors import OrchError
+from orchestrator.core.inventory import Host
+from orchestrator.remote import Connection, connect
+from orchestrator.remote.group import OPENS_AT_ONCE, fan_out
+
+DEFAULT_PORT = 30000
+CHECK_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int | None
+    name: str
+    memory_used_mib: int | None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    host: str
+    reachable: bool
+    error: str | None = None
+    rtt_ms: float | None = None
+    hostname: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    python: str | None = None
+    python_path: str | None = None
+    python_error: str | None = None
+    sglang_version: str | None = None
+    sglang_dir: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+    gpu_processes: tuple[GpuProcess, ...] = ()
+    disk_free_bytes: int | None = None
+    workdir: str | None = None
+    port: int | None = None
+    port_listening: bool | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gpu_count"] = len(self.gpus)
+        return data
+
+
+async def check(host: Host, conn: Connection, port: int = DEFAULT_PORT, timeout: float = CHECK_TIMEOUT) -> HostFacts:
+    """Run the facts script once; the round-trip time is that command's, handshake excluded."""
+    script = shell.host_facts(host.python, host.workdir, port, host.rehearsal_dir)
+    started = time.perf_counter()
+    done = await conn.run(script, timeout=timeout)
+    rtt_ms = (time.perf_counter() - started) * 1000
+    return parse(host, done.out, rtt_ms, port)
+
+
+async def check_all(hosts: list[Host], port: int = DEFAULT_PORT, timeout: float = CHECK_TIMEOUT,
+                    connect_timeout: float = CONNECT_TIMEOUT, limit: int = OPENS_AT_ONCE) -> list[HostFacts]:
+    """Facts for every host, in the order given; an unreachable host is a record, not an error."""
+    by_name = {h.name: h for h in hosts}
+
+    async def one(conn: Connection) -> HostFacts:
+        return await check(by_name[conn.host.name], conn, port, timeout)
+
+    async def opener(host: Host) -> Connection:
+        if host.transport != "ssh":
+            return await connect(host)
+        from orchestrator.remote.ssh import SSHConnection  # a shorter handshake timeout than a run's
+
+        return await SSHConnection.open(host, timeout=connect_timeout)
+
+    results = await fan_out(hosts, one, limit, opener=opener)
+    return [r if not isinstance(r, OrchError) else HostFacts(host=name, reachable=False, error=str(r))
+            for name, r in results.items()]
+
+
+def parse(host: Host, text: str, rtt_ms: float, port: int) -> HostFacts:
+    values: dict[str, str] = {}
+    gpus: list[Gpu] = []
+    processes: list[GpuProcess] = []
+    for line in text.splitlines():
+        marker, _, rest = line.partition(" ")
+        if marker != shell.FACTS_MARKER:
+            continue
+        key, _, value = rest.partition("=")
+        if key == "gpu":
+            gpus.append(_gpu(value))
+        elif key == "gpu_process":
+            processes.append(_gpu_process(value))
+        else:
+            values[key] = value.strip()
+    free_kib = _int(values.get("disk_free_kib"))
+    return HostFacts(
+        host=host.name, reachable=True, rtt_ms=round(rtt_ms, 2),
+        hostname=values.get("hostname") or None, os=values.get("os") or None, kernel=values.get("kernel") or None,
+        python=values.get("python") or None, python_path=values.get("python_path") or None,
+        python_error=(f"{host.python} failed (exit {values['python_error']}); set the host's `python:`"
+                      if "python_error" in values else None),
+        sglang_version=values.get("sglang_version") or None, sglang_dir=values.get("sglang_dir") or None,
+        gpus=tuple(gpus), gpu_processes=tuple(processes),
+        disk_free_bytes=None if free_kib is None else free_kib * 1024, workdir=host.workdir,
+        port=port, port_listening=values.get("port_listening") == "1" if "port_listening" in values else None,
+    )
+
+
+def _gpu(row: str) -> Gpu:
+    name, used, total = (_cells(row) + ["", "", ""])[:3]
+    return Gpu(name, _int(used), _int(total))
+
+
+def _gpu_process(row: str) -> GpuProcess:
+    pid, name, used = (_cells(row) + ["", "", ""])[:3]
+    return GpuProcess(_int(pid), name, _int(used))
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.split(",")]
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text not in (None, "") else None
+    except ValueError:
+        return None  # nvidia-smi prints "[N/A]" for what it cannot read

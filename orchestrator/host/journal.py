@@ -1,0 +1,165 @@
+"""The host-side record of every change orch makes to a host's files, used to revert them.
+
+Order of acts when patching one file (each step durable before the next):
+  1. the original bytes are saved next to the record (`<seq>.orig`);
+  2. the record is written (`<seq>.json`: file, hashes, mode, owner, backup path), and the
+     journal folder is fsynced so both renames survive a power cut;
+  3. the new text is written to a temporary file in the target's folder, fsynced, given the
+     target's mode and owner and renamed over it; the folder is fsynced;
+  4. the target's stale `__pycache__` entries are removed.
+A crash between any two steps leaves a record that `revert` can finish: the file's hash is
+either the "before" hash (nothing to undo) or the "after" hash (restore the saved bytes). A
+crash before step 2 leaves at most a saved original without a record, which `sweep` removes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+
+from orchestrator.core import patching, shell
+from orchestrator.errors import PatchError
+from orchestrator.remote import Connection
+from orchestrator.core.spec import PatchDef
+
+APPLIED, REVERTED, DRIFTED, PENDING = "applied", "reverted", "drifted", "pending"
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    run: str
+    seq: int
+    name: str
+    target: str  # as written in the experiment, e.g. sglang:srt/models/llama_eagle3.py
+    file: str  # the resolved path on the host
+    sha256_before: str
+    sha256_after: str
+    backup: str
+    mode: int
+    uid: int
+    gid: int
+    state: str = APPLIED
+
+
+class Journal:
+    def __init__(self, conn: Connection, workdir: str):
+        self.conn = conn
+        self.root = f"{workdir.rstrip('/')}/journal"
+
+    def _dir(self, run: str) -> str:
+        return f"{self.root}/{run}"
+
+    async def prepare(self, patch: PatchDef, file: str, before: bytes | None = None) -> tuple[bytes, bytes]:
+        """The file's current (or the given, already patched) bytes and the patched bytes; raises
+        before anything changes."""
+        where = f"{self.conn.host.name}:{file}"
+        if before is None:
+            try:
+                before = await self.conn.read_file(file)
+            except FileNotFoundError:
+                raise PatchError(f"{patch.where}: patch '{patch.name}': {where} does not exist; check `file:`") from None
+        try:
+            text = before.decode()
+        except UnicodeDecodeError:
+            raise PatchError(f"{patch.where}: patch '{patch.name}': {where} is not UTF-8 text") from None
+        return before, patching.apply(patch, text, where).encode()
+
+    async def apply(self, run: str, seq: int, patch: PatchDef, file: str, before: bytes, after: bytes) -> PatchRecord:
+        """Journal, back up and write one patched file (see the module docstring for the order)."""
+        st = await self.conn.stat(file)
+        assert st is not None
+        base = f"{self._dir(run)}/{seq:03d}"
+        record = PatchRecord(
+            run=run, seq=seq, name=patch.name, target=patch.file, file=file,
+            sha256_before=patching.sha256(before), sha256_after=patching.sha256(after),
+            backup=f"{base}.orig", mode=st.mode, uid=st.uid, gid=st.gid,
+        )
+        await self.conn.run(shell.mkdir(self._dir(run)), idempotent=True)
+        await self.conn.write_file(record.backup, before, mode=0o600)
+        await self._write_record(record)
+        await self._sync(self._dir(run), self.root)
+        await self.conn.write_file(file, after)
+        await self._settle(file)
+        return record
+
+    async def _sync(self, *paths: str) -> None:
+        """Make the renames into these folders durable (SFTP cannot fsync a folder)."""
+        await self.conn.run(shell.sync_paths(*paths), idempotent=True)
+
+    async def _settle(self, file: str) -> None:
+        """After a file changed: fsync its folder, drop its bytecode and any temporary file a killed
+        writer left beside it, in one round trip."""
+        folder = file.rsplit("/", 1)[0] or "/"
+        await self.conn.run("; ".join([shell.sync_paths(folder), shell.remove_pycache(file),
+                                       shell.remove_stale_temps(file)]), idempotent=True)
+
+    async def sweep(self) -> None:
+        """Remove what a killed controller left besides records (see `shell.sweep_journal`).
+        Only under the host lock: a live run's files are never swept."""
+        await self.conn.run(shell.sweep_journal(self.root), idempotent=True)
+
+    async def status(self) -> list[PatchRecord]:
+        """Records on the host with the state their file is in now: applied (the patched bytes),
+        drifted (changed since, or marked so), or pending (the original bytes: a crash came
+        between the record and the rename, or between restoring and forgetting)."""
+        current = []
+        for record in await self.records():
+            digest = await self._digest(record.file)
+            if record.state == DRIFTED or digest not in (record.sha256_after, record.sha256_before):
+                current.append(replace(record, state=DRIFTED))
+            else:
+                current.append(replace(record, state=APPLIED if digest == record.sha256_after else PENDING))
+        return current
+
+    async def _digest(self, file: str) -> str | None:
+        try:
+            return patching.sha256(await self.conn.read_file(file))
+        except FileNotFoundError:
+            return None
+
+    async def records(self, run: str | None = None) -> list[PatchRecord]:
+        """Records still on the host (applied or drifted), oldest first."""
+        pattern = f"{run}/*.json" if run else "*/*.json"
+        done = await self.conn.run(shell.cat_records(self.root, pattern), idempotent=True)
+        records = [PatchRecord(**json.loads(line)) for line in done.out.splitlines() if line.strip()]
+        return sorted(records, key=lambda r: (r.run, r.seq))
+
+    async def revert(self, run: str | None = None, *, force: bool = False) -> list[PatchRecord]:
+        """Undo recorded patches newest first; a file changed under us is left alone (drifted)
+        unless `force`, in which case the saved original is restored."""
+        results = []
+        for record in reversed(await self.records(run)):
+            results.append(await self._revert_one(record, force=force))
+        return results
+
+    async def _revert_one(self, record: PatchRecord, *, force: bool) -> PatchRecord:
+        current = await self._digest(record.file)
+        if current == record.sha256_before:  # never renamed, or restored before a crash
+            await self._settle(record.file)
+            await self._forget(record)
+            return replace(record, state=REVERTED)
+        if current != record.sha256_after and not force:
+            drifted = replace(record, state=DRIFTED)
+            if record.state != DRIFTED:
+                await self._write_record(drifted)
+            return drifted
+        original = await self.conn.read_file(record.backup)
+        await self.conn.write_file(record.file, original, mode=record.mode)
+        await self._settle(record.file)
+        if await self._digest(record.file) != record.sha256_before:
+            kept = replace(record, state=DRIFTED)
+            await self._write_record(kept)
+            return kept
+        await self._forget(record)
+        return replace(record, state=REVERTED)
+
+    async def _write_record(self, record: PatchRecord) -> None:
+        data = (json.dumps(asdict(record), sort_keys=True) + "\n").encode()
+        await self.conn.write_file(f"{self._dir(record.run)}/{record.seq:03d}.json", data, mode=0o600)
+
+    async def _forget(self, record: PatchRecord) -> None:
+        base = f"{self._dir(record.run)}/{record.seq:03d}"
+        await self.conn.run(
+            shell.remove_files(f"{base}.json", f"{base}.orig") + "; " + shell.remove_empty_dir(self._dir(record.run)),
+            idempotent=True,
+        )

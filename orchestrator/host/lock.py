@@ -1,0 +1,200 @@
+"""One orch command per host at a time: `<workdir>/lock` names its owner and carries a lease.
+
+The lock is created atomically on the host (the shell's noclobber turns `>` into an O_EXCL
+create), so of two controllers racing for a host exactly one wins. The owner renews the lease
+from a background task while it works; the lease is judged by the host's clock (the lock file's
+mtime against the host's `date`), so controllers with skewed clocks still agree. A lock is stale,
+and is broken with a warning, when its lease ran out or when its owner was a process on this
+very controller host that is gone (checked by pid and process start time, so a reused pid does
+not keep a dead owner alive).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+from orchestrator.core import shell
+from orchestrator.core.clock import now
+from orchestrator.errors import HostError
+from orchestrator.remote import Connection
+
+LEASE_SECONDS = 60.0
+RENEWALS_PER_LEASE = 4
+UNREADABLE_GRACE_SECONDS = 10.0  # an empty lock younger than this may still be being written
+TAKE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """Who holds a host: what the lock file says."""
+
+    controller: str  # hostname of the machine running orch
+    pid: int
+    pid_started: str  # the process's start time on its machine ("" where unknown)
+    token: str  # unique per acquisition; renew and release act only on our own token
+    command: str  # "run", "revert"
+    run: str  # uid of the run being worked on ("" between runs)
+    started_at: str
+    lease_s: float
+
+    def describe(self) -> str:
+        return (f"controller {self.controller} pid {self.pid}, `orch {self.command}`"
+                + (f", run {self.run}" if self.run else "") + f", started {self.started_at}")
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A lock found on the host: its owner (None if unreadable), raw text and lease age."""
+
+    owner: LockOwner | None
+    content: str
+    age_s: float
+    broken_because: str = ""  # set on the holders `acquire` broke
+
+    def stale_reason(self) -> str | None:
+        """Why this lock can be broken, or None while its owner may still be working."""
+        if self.owner is None:
+            if self.age_s > UNREADABLE_GRACE_SECONDS:
+                return f"its content is unreadable and {self.age_s:.0f} s old"
+            return None
+        owner = self.owner
+        if self.age_s > owner.lease_s:
+            return f"its lease ran out ({self.age_s:.0f} s since the last renewal, lease {owner.lease_s:.0f} s)"
+        if owner.controller == socket.gethostname() and owner.pid != os.getpid() and not owner_alive(owner):
+            return f"its owner, pid {owner.pid} on this controller host, is gone"
+        return None
+
+
+class HostLock:
+    def __init__(self, conn: Connection, workdir: str, command: str, *, lease_s: float = LEASE_SECONDS):
+        self.conn = conn
+        self.path = f"{workdir.rstrip('/')}/lock"
+        self.owner = LockOwner(
+            controller=socket.gethostname(), pid=os.getpid(), pid_started=process_started(os.getpid()),
+            token=secrets.token_hex(8), command=command, run="",
+            started_at=now(), lease_s=lease_s,
+        )
+        self._renewing: asyncio.Task | None = None
+        self.lost = False  # set when a renewal found the lock no longer ours
+
+    async def acquire(self) -> list[Holder]:
+        """Take the lock; returns the stale locks broken on the way (for warnings and events).
+        Raises HostError (exit 3) naming the owner when a live owner holds it."""
+        broken: list[Holder] = []
+        for _ in range(TAKE_ATTEMPTS):
+            done = await self.conn.run(shell.lock_take(self.path, _encode(self.owner)))
+            if shell.LOCK_MARKER not in done.out:
+                raise HostError(f"{self.conn.host.name}: cannot create {self.path}: {done.err.strip()}; "
+                                f"check that the host's workdir is writable")
+            holder = _parse_state(done.out)
+            if holder is None:  # taken
+                return broken
+            if holder == "free":  # released between our create and our look
+                continue
+            reason = holder.stale_reason()
+            if reason is None:
+                raise HostError(self._busy_message(holder))
+            await self.conn.run(shell.lock_break(self.path, holder.content))
+            broken.append(replace(holder, broken_because=reason))
+        raise HostError(f"{self.conn.host.name}: could not take {self.path} in {TAKE_ATTEMPTS} attempts (other "
+                        f"controllers took it first, or it cannot be created); see `cat {self.path}` on the host")
+
+    def keep_alive(self, current_run: Callable[[], str]) -> None:
+        """Renew the lease in the background every lease/4 seconds, naming the current run."""
+        self._renewing = asyncio.create_task(self._renew_forever(current_run))
+
+    async def renew(self, run: str = "") -> bool:
+        """Refresh the lease (and the run named in it); False if the lock is no longer ours."""
+        self.owner = replace(self.owner, run=run)
+        # Safe to resend after a dropped link: the token makes a renewal of someone else's lock a no-op.
+        done = await self.conn.run(shell.lock_renew(self.path, self.owner.token, _encode(self.owner)), idempotent=True)
+        return done.ok
+
+    async def release(self) -> None:
+        """Stop renewing and remove the lock if it is still ours."""
+        if self._renewing is not None:
+            self._renewing.cancel()
+            try:
+                await self._renewing
+            except (asyncio.CancelledError, Exception):
+                pass  # a failed renewal already said what it could; release goes on regardless
+            self._renewing = None
+        await self.conn.run(shell.lock_release(self.path, self.owner.token), idempotent=True)
+
+    async def _renew_forever(self, current_run: Callable[[], str]) -> None:
+        while True:
+            await asyncio.sleep(self.owner.lease_s / RENEWALS_PER_LEASE)
+            if not await self.renew(current_run()):
+                self.lost = True
+                return
+
+    def _busy_message(self, holder: Holder) -> str:
+        who = holder.owner.describe() if holder.owner else f"unreadable content {holder.content.strip()!r}"
+        lease = f"lease {holder.owner.lease_s:.0f} s" if holder.owner else "no lease"
+        return (f"{self.conn.host.name}: busy: {self.path} is held by {who}; lease renewed {holder.age_s:.0f} s ago "
+                f"({lease}); wait for that command to finish (a lock whose owner died is broken once its lease "
+                f"runs out, or at once from that owner's controller host)")
+
+
+async def read(conn: Connection, workdir: str) -> Holder | None:
+    """The host's lock as it is now, or None when no command holds the host."""
+    done = await conn.run(shell.lock_state(f"{workdir.rstrip('/')}/lock"))
+    holder = _parse_state(done.out)
+    return holder if isinstance(holder, Holder) else None
+
+
+def owner_alive(owner: LockOwner) -> bool:
+    """Whether the owner process still runs on this machine (same pid and same start time)."""
+    try:
+        os.kill(owner.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: alive
+    state, started = _proc_stat(owner.pid)
+    if state in ("Z", "X"):  # killed, not yet reaped by its parent: gone all the same
+        return False
+    return not (owner.pid_started and started and started != owner.pid_started)
+
+
+def process_started(pid: int) -> str:
+    """A process's start time in clock ticks since boot (Linux), "" where /proc has no answer."""
+    return _proc_stat(pid)[1]
+
+
+def _proc_stat(pid: int) -> tuple[str, str]:
+    """(state letter, start time) from /proc/PID/stat; ("", "") where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return "", ""
+    fields = stat.rsplit(")", 1)[-1].split()  # the command name may hold spaces and parentheses
+    return (fields[0], fields[19]) if len(fields) > 19 else ("", "")
+
+
+def _encode(owner: LockOwner) -> str:
+    return json.dumps(asdict(owner), sort_keys=True)
+
+
+def _parse_state(out: str) -> Holder | str | None:
+    """None when `lock_take` took the lock, "free" when there is none, else the holder."""
+    head, _, content = out.partition("\n")
+    parts = head.split()
+    if parts[:2] == [shell.LOCK_MARKER, "taken"]:
+        return None
+    if parts[:2] == [shell.LOCK_MARKER, "free"] or len(parts) != 4 or parts[0] != shell.LOCK_MARKER:
+        return "free"
+    age = max(0.0, float(int(parts[2]) - int(parts[3])))
+    try:
+        data = json.loads(content)
+        owner: LockOwner | None = LockOwner(**{k: data[k] for k in LockOwner.__dataclass_fields__})
+    except (ValueError, TypeError, KeyError):
+        owner = None
+    return Holder(owner, content, age)

@@ -1,0 +1,271 @@
+"""Push a local checkpoint folder to a host: only files whose sha256 differs move, each to a
+temporary name that is renamed when complete, several at once; an interrupted push resumes.
+
+Manifests (relative path, size, sha256) are cached by (size, mtime) on both sides, so an
+unchanged re-push hashes nothing: locally under the cache folder, on the host in
+`<dest>/.orch-manifest.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import posixpath
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.core import shell
+from orchestrator.errors import HostError
+from orchestrator.remote import Connection
+
+HOST_MANIFEST = ".orch-manifest.json"
+PART_SUFFIX = ".orch-part"
+FILES_AT_ONCE = 4
+HASH_CHUNK = 4 * 2**20
+COPY_CHUNK = 8 * 2**20
+COMMAND_CHUNK = 32 * 2**20  # per command when the transport has no file copy of its own
+HASH_BATCH = 200  # files per remote hashing command
+Progress = Callable[[str, int], None]  # ("total", bytes to move), ("advance", n)..., then ("end", 0) whatever happened
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str  # relative, POSIX
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    entries: tuple[Entry, ...]
+
+    @property
+    def digest(self) -> str:
+        """One hash for the whole folder: what the run records."""
+        text = "".join(f"{e.path}\0{e.size}\0{e.sha256}\n" for e in sorted(self.entries, key=lambda e: e.path))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(e.size for e in self.entries)
+
+
+@dataclass(frozen=True)
+class PushResult:
+    dest: str
+    manifest: str
+    files: int
+    total_bytes: int
+    sent_files: int
+    sent_bytes: int
+    resumed_bytes: int  # bytes of partial files from an interrupted push that did not move again
+    seconds: float
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ORCH_CACHE") or Path.home() / ".cache" / "orch")
+
+
+def _skipped(name: str) -> bool:
+    return name == HOST_MANIFEST or name.endswith(PART_SUFFIX)
+
+
+def file_sha256(path: Path, limit: int | None = None) -> str:
+    digest = hashlib.sha256()
+    left = limit
+    with open(path, "rb") as handle:
+        while left is None or left > 0:
+            chunk = handle.read(HASH_CHUNK if left is None else min(HASH_CHUNK, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    return digest.hexdigest()
+
+
+def local_manifest(folder: Path, cache: Path | None = None) -> Manifest:
+    """Every file under `folder` with its hash; files whose (size, mtime) match the cache are not re-read."""
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder")
+    cache_file = (cache or cache_root()) / "manifests" / (hashlib.sha256(str(folder).encode()).hexdigest()[:24] + ".json")
+    try:
+        known = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        known = {}
+    entries, fresh = [], {}
+    for here, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            if _skipped(name):
+                continue
+            path = Path(here) / name
+            rel = path.relative_to(folder).as_posix()
+            st = path.stat()
+            stamp = [st.st_size, st.st_mtime_ns]
+            cached = known.get(rel)
+            sha = cached[2] if cached and cached[:2] == stamp else file_sha256(path)
+            fresh[rel] = [*stamp, sha]
+            entries.append(Entry(rel, st.st_size, sha))
+    if fresh != known:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(fresh))
+        os.replace(tmp, cache_file)
+    return Manifest(tuple(entries))
+
+
+async def push(conn: Connection, folder: Path, dest: str, *, cache: Path | None = None,
+               progress: Progress | None = None, files_at_once: int = FILES_AT_ONCE) -> PushResult:
+    """Make `dest` on the host hold `folder`'s files (files only there are left alone)."""
+    started = time.monotonic()
+    manifest = await asyncio.to_thread(local_manifest, folder, cache)
+    dest = _absolute(dest, conn.home)
+    listing = await _listing(conn, dest)
+    have = await _host_hashes(conn, dest, manifest, listing)
+    todo = [e for e in manifest.entries if have.get(e.path) != e.sha256]
+    folders = sorted({posixpath.dirname(f"{dest}/{e.path}") for e in todo} | {dest})
+    made = await conn.run(shell.mkdir(*folders))
+    if not made.ok:
+        raise HostError(f"{conn.host.name}: cannot create {dest}: {made.err.strip()}; check the path and its owner")
+    offsets = dict(zip([e.path for e in todo], await asyncio.gather(
+        *(_resume_offset(conn, folder / e.path, f"{dest}/{e.path}", e) for e in todo))))
+    if progress:
+        progress("total", sum(e.size - offsets[e.path] for e in todo))
+    gate = asyncio.Semaphore(files_at_once)
+
+    async def one(entry: Entry) -> None:
+        async with gate:
+            await _send(conn, folder / entry.path, f"{dest}/{entry.path}", entry, offsets[entry.path], progress)
+
+    try:
+        await asyncio.gather(*(one(e) for e in todo))
+    finally:
+        if progress:
+            progress("end", 0)
+    await _save_host_manifest(conn, dest, manifest, have, todo)
+    resumed = sum(offsets.values())
+    return PushResult(dest, manifest.digest, len(manifest.entries), manifest.total_bytes, len(todo),
+                      sum(e.size for e in todo) - resumed, resumed, time.monotonic() - started)
+
+
+def _absolute(path: str, home: str) -> str:
+    return home.rstrip("/") + path[1:] if path == "~" or path.startswith("~/") else path
+
+
+def part_name(final: str, entry: Entry) -> str:
+    """The temporary name: hidden, tied to the content it will hold, so only a matching part resumes."""
+    folder, name = posixpath.split(final)
+    return f"{folder}/.{name}.{entry.sha256[:16]}{PART_SUFFIX}"
+
+
+async def _listing(conn: Connection, dest: str) -> dict[str, tuple[int, str]]:
+    """relative path -> (size, mtime text) of every file under `dest` on the host."""
+    done = await conn.run(shell.tree_listing(dest, ("*" + PART_SUFFIX, HOST_MANIFEST)))
+    found = {}
+    for record in done.stdout.split(b"\0"):
+        if record:
+            size, mtime, rel = record.decode(errors="surrogateescape").split(" ", 2)
+            found[rel] = (int(size), mtime)
+    return found
+
+
+async def _host_hashes(conn: Connection, dest: str, manifest: Manifest,
+                       listing: dict[str, tuple[int, str]]) -> dict[str, str]:
+    """Hashes of the host's files that could match (same size): from its cached manifest when the
+    size and mtime still agree, else computed there."""
+    try:
+        cached = json.loads(await conn.read_file(f"{dest}/{HOST_MANIFEST}"))
+    except (FileNotFoundError, ValueError):
+        cached = {}
+    hashes, unknown = {}, []
+    for e in manifest.entries:
+        if e.path not in listing or listing[e.path][0] != e.size:
+            continue
+        entry = cached.get(e.path)
+        if entry and [entry[0], entry[1]] == [listing[e.path][0], listing[e.path][1]]:
+            hashes[e.path] = entry[2]
+        else:
+            unknown.append(e.path)
+    for i in range(0, len(unknown), HASH_BATCH):
+        batch = unknown[i : i + HASH_BATCH]
+        done = await conn.run(shell.sha256_each(dest, batch))
+        for rel, sha in zip(batch, done.out.split()):
+            if sha != "-":
+                hashes[rel] = sha
+    return hashes
+
+
+async def _resume_offset(conn: Connection, local: Path, final: str, entry: Entry) -> int:
+    """How much of a part file left by an interrupted push can stay: its bytes must equal ours."""
+    part = part_name(final, entry)
+    stat = await conn.stat(part)
+    if stat is None or stat.size == 0 or stat.size > entry.size:
+        return 0
+    done = await conn.run(shell.sha256_prefix(part, stat.size))
+    theirs = done.out.split()[0] if done.ok and done.out.split() else ""
+    ours = await asyncio.to_thread(file_sha256, local, stat.size)
+    return stat.size if theirs == ours else 0
+
+
+async def _send(conn: Connection, local: Path, final: str, entry: Entry, offset: int, progress: Progress | None) -> None:
+    part = part_name(final, entry)
+    advance = (lambda n: progress("advance", n)) if progress else None
+    put_file = getattr(conn, "put_file", None)
+    if put_file is not None:  # SFTP with many writes in flight
+        await put_file(local, part, offset, advance)
+    elif conn.host.transport == "local":
+        await asyncio.to_thread(_copy_local, local, Path(part), offset, advance)
+    else:
+        await _copy_by_commands(conn, local, part, offset, advance)
+    moved = await conn.run(shell.move(part, final))
+    if not moved.ok:
+        raise HostError(f"{conn.host.name}: could not move {part} to {final}: {moved.err.strip()}")
+
+
+def _copy_local(source: Path, target: Path, offset: int, advance: Callable[[int], None] | None) -> None:
+    with open(source, "rb") as src, open(target, "r+b" if offset else "wb") as out:
+        src.seek(offset)
+        out.seek(offset)
+        while chunk := src.read(COPY_CHUNK):
+            out.write(chunk)
+            if advance:
+                advance(len(chunk))
+        out.truncate()
+        out.flush()
+        os.fsync(out.fileno())
+
+
+async def _copy_by_commands(conn: Connection, local: Path, part: str, offset: int,
+                            advance: Callable[[int], None] | None) -> None:
+    """Any transport: the file in chunks on a command's standard input, appended to the part file
+    (whose first `offset` bytes were checked to be ours)."""
+    with open(local, "rb") as source:
+        source.seek(offset)
+        append = offset > 0
+        while True:
+            chunk = await asyncio.to_thread(source.read, COMMAND_CHUNK)
+            if not chunk and append:
+                break
+            done = await conn.run(shell.write_stdin(part, append), input=chunk)
+            if not done.ok:
+                raise HostError(f"{conn.host.name}: could not write {part}: {done.err.strip()}; check free space and the owner")
+            append = True
+            if advance and chunk:
+                advance(len(chunk))
+            if not chunk:
+                break
+
+
+async def _save_host_manifest(conn: Connection, dest: str, manifest: Manifest, have: dict[str, str],
+                              sent: list[Entry]) -> None:
+    """Record (size, mtime, sha256) of every file we now know, so the next push hashes nothing."""
+    listing = await _listing(conn, dest)
+    known = {**have, **{e.path: e.sha256 for e in sent}}
+    record = {rel: [listing[rel][0], listing[rel][1], sha] for rel, sha in known.items() if rel in listing}
+    await conn.write_file(f"{dest}/{HOST_MANIFEST}", json.dumps(record, sort_keys=True).encode())

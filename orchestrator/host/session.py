@@ -1,0 +1,92 @@
+"""A host's open connection for one command, and what it learns about the host's Python packages
+(found without importing them: SGLang's `__init__` imports torch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from orchestrator.core import shell
+from orchestrator.errors import PatchError
+from orchestrator.core.inventory import Host
+from .journal import Journal
+from orchestrator.remote import Connection, connect
+from orchestrator.core.spec import PatchDef
+
+VERSION = re.compile(r"^__version__\s*=\s*(?:\w+\s*=\s*)*[\"']([^\"']+)", re.MULTILINE)
+
+
+def absolute(path: str, home: str) -> str:
+    if path == "~" or path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    return path
+
+
+async def package_dir(conn: Connection, host: Host, packages: dict[str, str], name: str = "sglang") -> str | None:
+    """The folder of package `name` under the host's python (rehearsal folder first), cached in
+    `packages`; None when it is not installed. A missing python is a PatchError."""
+    if name not in packages:
+        done = await conn.run(shell.package_dir(host.python, name, host.rehearsal_dir), idempotent=True)
+        if done.exit_status == 127:
+            raise PatchError(f"{host.name}: python {host.python} not found; set the host's `python:` in the inventory")
+        folder = done.out.strip()
+        if not done.ok or not folder:
+            return None
+        packages[name] = folder
+    return packages[name]
+
+
+async def sglang_version(conn: Connection, folder: str) -> str:
+    """From `_version.py` (written at build time since about 0.5.9, when `version.py` only holds a
+    `0.0.0.dev0` fallback), else `version.py`; "unknown" when neither says."""
+    for name in ("_version.py", "version.py"):
+        try:
+            text = (await conn.read_file(f"{folder}/{name}")).decode(errors="replace")
+        except FileNotFoundError:
+            continue
+        found = VERSION.search(text)
+        if found:
+            return found.group(1)
+    return "unknown"
+
+
+@dataclass
+class HostSession:
+    """A host's open connection and what we learned about it during this command."""
+
+    host: Host
+    conn: Connection
+    journal: Journal
+    packages: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    async def open(cls, host: Host) -> "HostSession":
+        conn = await connect(host, reconnect=True)  # a run finishes what it started across a dropped link
+        workdir = absolute(host.workdir, conn.home)
+        host = dataclasses.replace(host, workdir=workdir)
+        conn.host = host
+        return cls(host, conn, Journal(conn, workdir))
+
+    async def resolve(self, patch: PatchDef) -> str:
+        """`PACKAGE:relative/path` -> the file under that package's folder on the host."""
+        package, sep, relative = patch.file.partition(":")
+        if not sep or patch.file.startswith("/"):
+            return patch.file
+        # `sglang.srt:models/x.py` is `sglang:srt/models/x.py`: looking up a dotted name would
+        # import its parent package, so only the top-level name is ever looked up.
+        package, *inner = package.split(".")
+        parts = [*inner, *relative.split("/")]
+        if not package or not relative or any(p in ("", ".", "..") for p in parts):
+            raise PatchError(f"{patch.where}: patch '{patch.name}': `file: {patch.file}` is not PACKAGE:relative/path "
+                             f"(no empty, '.' or '..' parts); e.g. sglang:srt/models/llama_eagle3.py")
+        try:
+            folder = await package_dir(self.conn, self.host, self.packages, package)
+        except PatchError as exc:
+            raise PatchError(f"{patch.where}: patch '{patch.name}': {exc}") from None
+        if folder is None:
+            raise PatchError(
+                f"{patch.where}: patch '{patch.name}': package '{package}' is not installed for "
+                f"{self.host.python} on {self.host.name}; set the host's `python:` or use an absolute path"
+            )
+        return "/".join([folder, *parts])

@@ -1,0 +1,377 @@
+"""The experiment database: SQLModel tables and the queries orch needs.
+
+SQLite file by default (`sqlite:///orch.db`); any SQLAlchemy URL through `--db` / `ORCH_DB`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, LargeBinary, event
+from sqlalchemy.exc import DatabaseError
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from . import schema
+from orchestrator.core.clock import now
+from orchestrator.core.secrets import scrub
+from orchestrator.errors import StoreError
+
+RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
+STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
+
+
+class Run(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    uid: str = Field(index=True, unique=True)
+    experiment: str = Field(index=True)
+    variant: str
+    host: str = Field(index=True)
+    status: str = Field(default=RUNNING, index=True)
+    repeat: int = 0
+    spec_path: str = ""
+    spec: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    params: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    env: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    command: str = ""
+    flags: list = Field(default_factory=list, sa_column=Column(JSON))
+    error: str | None = None
+    diagnosis: dict | None = Field(default=None, sa_column=Column(JSON))
+    controller: str = ""
+    started_at: str = Field(default_factory=now)
+    ended_at: str | None = None
+    plan_key: str | None = None  # RunPlan.key; None on runs recorded before runs carried one
+    fingerprint: str | None = None  # plankey.fingerprint of the plan
+
+    # --resume reads (key, fingerprint, id) of an experiment's succeeded runs from this index alone
+    __table_args__ = (Index("ix_run_resume", "experiment", "status", "plan_key", "fingerprint"),)
+
+
+class PatchRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    seq: int
+    name: str
+    target: str
+    file: str
+    sha256_before: str
+    sha256_after: str
+    state: str
+
+
+class MetricRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    name: str
+    value: float | None = None
+    source: str = ""
+    note: str = ""
+
+
+class DebugRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    seq: int
+    text: str
+    fields: dict = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class SeriesRow(SQLModel, table=True):
+    """One point of a per-interval time series read from the server log (e.g. a decode line)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    kind: str
+    seq: int
+    time: str | None = None
+    values: dict = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class HistogramRow(SQLModel, table=True):
+    """A histogram of a run (counts by bin index), e.g. verify steps by draft tokens accepted."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    name: str
+    counts: list = Field(default_factory=list, sa_column=Column(JSON))
+    source: str = ""
+    note: str = ""
+
+
+class EventRow(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    at: str = Field(default_factory=now)
+    kind: str
+    message: str
+
+
+class LogRow(SQLModel, table=True):
+    """The server log as fetched at the end of the run, zlib-compressed."""
+
+    run_id: int = Field(primary_key=True, foreign_key="run.id")
+    size: int
+    data: bytes = Field(sa_column=Column(LargeBinary))
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")  # first: another controller may hold the file right now
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = url
+        self.secrets: dict[str, str] = {}  # values hidden from every write (see keep_secret)
+        try:
+            self.engine = create_engine(url)
+        except Exception as exc:  # bad URL forms raise several SQLAlchemy types
+            raise StoreError(f"cannot open database {url!r}: {exc}; set --db or ORCH_DB to a valid URL") from None
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        try:
+            schema.prepare(self.engine, url)
+        except DatabaseError as exc:  # OperationalError (path, permissions) and "file is not a database"
+            raise StoreError(f"cannot open database {url!r}: {exc.orig}; check the path, its folder and that "
+                             "it is an orch database") from None
+        _ensure_resume_index(self.engine)
+
+    def session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def keep_secret(self, secrets: dict[str, str]) -> None:
+        """Hide these values (name -> value) in everything this store writes from now on."""
+        self.secrets.update(secrets)
+
+    def _scrubbed(self, row: SQLModel) -> SQLModel:
+        if self.secrets:
+            for name in type(row).model_fields:
+                value = getattr(row, name)
+                if isinstance(value, (str, dict, list)):
+                    setattr(row, name, scrub(value, self.secrets))
+        return row
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def add(self, *rows: SQLModel) -> None:
+        with self.session() as s:
+            for row in rows:
+                s.add(self._scrubbed(row))
+            s.commit()
+            for row in rows:
+                s.refresh(row)
+
+    def update_run(self, run: Run, **changes: Any) -> Run:
+        with self.session() as s:
+            row = s.get(Run, run.id)
+            assert row is not None
+            for key, value in changes.items():
+                setattr(row, key, scrub(value, self.secrets))
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    def event(self, run: Run, kind: str, message: str) -> None:
+        self.add(EventRow(run_id=run.id, kind=kind, message=message))
+
+    def save_log(self, run: Run, data: bytes) -> None:
+        with self.session() as s:
+            existing = s.get(LogRow, run.id)
+            if existing:
+                s.delete(existing)
+                s.flush()
+            data = scrub(data, self.secrets)
+            s.add(LogRow(run_id=run.id, size=len(data), data=zlib.compress(data, 6)))
+            s.commit()
+
+    def set_patch_states(self, run: Run, states: dict[int, str]) -> None:
+        with self.session() as s:
+            for row in s.exec(select(PatchRow).where(PatchRow.run_id == run.id)):
+                if row.seq in states:
+                    row.state = states[row.seq]
+                    s.add(row)
+            s.commit()
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def runs(self, experiment: str | None = None, status: str | None = None, limit: int | None = None) -> list[Run]:
+        with self.session() as s:
+            query = select(Run).order_by(Run.id.desc())  # type: ignore[union-attr]
+            if experiment:
+                query = query.where(Run.experiment == experiment)
+            if status:
+                query = query.where(Run.status == status)
+            if limit:
+                query = query.limit(limit)
+            return list(reversed(s.exec(query).all()))
+
+    def succeeded_keys(self, experiment: str) -> dict[str, dict[str, int]]:
+        """key -> {fingerprint: latest run id} of the experiment's succeeded runs that carry a key:
+        three columns through the resume index, never whole runs."""
+        query = (select(Run.plan_key, Run.fingerprint, Run.id)
+                 .where(Run.experiment == experiment, Run.status == SUCCEEDED,
+                        Run.plan_key.is_not(None)))  # type: ignore[union-attr]
+        found: dict[str, dict[str, int]] = {}
+        with self.engine.connect() as conn:
+            for key, fingerprint, run_id in conn.execute(query):
+                seen = found.setdefault(key, {})
+                seen[fingerprint] = max(run_id, seen.get(fingerprint, 0))
+        return found
+
+    def get(self, ref: str) -> Run:
+        """A run by id (`12`), uid or unique uid prefix, `last`, or `last~N` (N runs before it)."""
+        with self.session() as s:
+            match = re.fullmatch(r"last(?:~(\d+))?", ref)
+            if match:
+                back = int(match.group(1) or 0)
+                rows = s.exec(select(Run).order_by(Run.id.desc()).offset(back).limit(1)).all()  # type: ignore[union-attr]
+                if not rows:
+                    raise StoreError(f"no run {ref!r} in {self.url}: it holds fewer runs; see `orch ls`")
+                return rows[0]
+            if ref.isdigit():
+                row = s.get(Run, int(ref))
+                if row:
+                    return row
+            rows = s.exec(select(Run).where(Run.uid.startswith(ref))).all()  # type: ignore[attr-defined]
+            if len(rows) == 1:
+                return rows[0]
+            if len(rows) > 1:
+                raise StoreError(f"run {ref!r} is ambiguous ({len(rows)} runs match); give more of the id")
+            raise StoreError(f"no run {ref!r} in {self.url}; see `orch ls` for run ids")
+
+    def log(self, run: Run) -> bytes | None:
+        with self.session() as s:
+            row = s.get(LogRow, run.id)
+            return zlib.decompress(row.data) if row else None
+
+    def runs_by_uid(self, uids: list[str]) -> dict[str, Run]:
+        with self.session() as s:
+            return {r.uid: r for r in s.exec(select(Run).where(Run.uid.in_(uids)))}  # type: ignore[attr-defined]
+
+    def log_sizes(self, run_ids: list[int]) -> dict[int, int]:
+        """The size of each stored log, without reading the logs."""
+        with self.session() as s:
+            query = select(LogRow.run_id, LogRow.size).where(LogRow.run_id.in_(run_ids))  # type: ignore[attr-defined]
+            return dict(s.exec(query).all())
+
+    def children(self, run: Run, table: type[SQLModel]) -> list[Any]:
+        with self.session() as s:
+            query = select(table).where(table.run_id == run.id).order_by(table.id)  # type: ignore[attr-defined]
+            return list(s.exec(query).all())
+
+    def record(self, run: Run) -> dict[str, Any]:
+        """The whole run as plain data: what `show --json` prints and `diff` compares."""
+        metrics: dict[str, Any] = {}
+        sources: dict[str, list[dict[str, Any]]] = {}
+        for m in self.children(run, MetricRow):
+            metrics.setdefault(m.name, m.value)
+            sources.setdefault(m.name, []).append({"value": m.value, "source": m.source, "note": m.note})
+        return {
+            "id": run.id,
+            "uid": run.uid,
+            "experiment": run.experiment,
+            "variant": run.variant,
+            "host": run.host,
+            "status": run.status,
+            "flags": list(run.flags or []),
+            "repeat": run.repeat,
+            "params": run.params,
+            "env": run.env,
+            "command": run.command,
+            "patches": [
+                {"name": p.name, "target": p.target, "file": p.file, "sha256_before": p.sha256_before,
+                 "sha256_after": p.sha256_after, "state": p.state}
+                for p in self.children(run, PatchRow)
+            ],
+            "metrics": metrics,
+            "metric_sources": sources,
+            "histograms": {h.name: {"counts": h.counts, "source": h.source, "note": h.note}
+                           for h in self.children(run, HistogramRow)},
+            "series": [
+                {"kind": r.kind, "time": r.time, **r.values} for r in self.children(run, SeriesRow)
+            ],
+            "debug_lines": [{"text": d.text, "fields": d.fields} for d in self.children(run, DebugRow)],
+            "events": [{"at": e.at, "kind": e.kind, "message": e.message} for e in self.children(run, EventRow)],
+            **checkpoint_facts(self, run),
+            "error": run.error,
+            "diagnosis": run.diagnosis,
+            "spec_path": run.spec_path,
+            "started_at": run.started_at,
+            "ended_at": run.ended_at,
+        }
+
+
+def _ensure_resume_index(engine: Any) -> None:
+    """A database made before runs carried a key gets its columns from the schema upgrade; its index here."""
+    index = next(i for i in Run.__table__.indexes if i.name == "ix_run_resume")  # type: ignore[attr-defined]
+    try:
+        index.create(engine, checkfirst=True)
+    except DatabaseError as exc:  # another controller made it between the check and the create
+        if "already exists" not in str(exc.orig).lower():
+            raise
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, default=str)
+
+
+def running_runs(store: Store, host: str, controller: str, since: str = "") -> list[Run]:
+    """Runs still marked running on `host` by one controller process (`hostname:pid`), oldest
+    first; `since` (an ISO time) skips older runs of an earlier process that had the same pid."""
+    with store.session() as s:
+        query = select(Run).where(Run.host == host, Run.controller == controller, Run.status == RUNNING,
+                                  Run.started_at >= since).order_by(Run.id)  # type: ignore[arg-type]
+        return list(s.exec(query).all())
+
+
+class CheckpointRow(SQLModel, table=True):
+    """One checkpoint pushed for a run: what it came from, how it was transformed, what arrived."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    name: str
+    dest: str
+    source_hash: str
+    transforms: list = Field(default_factory=list, sa_column=Column(JSON))
+    result_hash: str
+    manifest_hash: str
+    files: int = 0
+    total_bytes: int = 0
+    sent_files: int = 0
+    sent_bytes: int = 0
+    seconds: float = 0.0
+
+
+class FindingRow(SQLModel, table=True):
+    """One preflight finding of a run (severity error | warning | info)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    severity: str
+    code: str
+    what: str
+    why: str
+    fix: str
+    allowed: bool = False  # an error the experiment allows (`preflight: {allow: [code]}`): reported, not stopping the run
+
+
+def checkpoint_facts(store: Store, run: Run) -> dict[str, Any]:
+    """The `checkpoints` and `preflight` parts of a run record."""
+    return {
+        "checkpoints": [
+            {"name": c.name, "dest": c.dest, "source_hash": c.source_hash, "transforms": c.transforms,
+             "result_hash": c.result_hash, "manifest_hash": c.manifest_hash, "files": c.files,
+             "total_bytes": c.total_bytes, "sent_files": c.sent_files, "sent_bytes": c.sent_bytes,
+             "seconds": c.seconds}
+            for c in store.children(run, CheckpointRow)
+        ],
+        "preflight": [{"severity": f.severity, "code": f.code, "what": f.what, "why": f.why, "fix": f.fix,
+                       "allowed": bool(f.allowed)}
+                      for f in store.children(run, FindingRow)],
+    }
