@@ -5,13 +5,13 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
 - `kv-cache-too-small`: `No available memory for the cache blocks. Try increasing
   `gpu_memory_utilization` ...` (0.10.1.1 `vllm/v1/core/kv_cache_utils.py:682`, 0.33.0
   `vllm/v1/core/kv_cache_planning.py:58`) and `To serve at least one request with the models's max
-  seq len (N), (X GiB KV cache is needed, ...` (0.10.1.1 `kv_cache_utils.py:697`)
+  seq len (N), (X GiB KV cache is needed, ...` (0.10.1.1 `kv_cache_utils.py:700`)
 - `port-in-use`: `OSError: [Errno 98] Address already in use` from `sock.bind(addr)` (0.10.1.1
   `vllm/entrypoints/openai/api_server.py:1775`); vLLM's own warning `Address already in use.
   Retrying with a new port.` (`vllm/config/parallel.py:191`) is about an internal port and is no failure
 - `max-model-len`: `User-specified max_model_len (N) is greater than the derived max_model_len
   (max_position_embeddings=M or model_max_length=None in model's config.json). ...` (0.10.1.1
-  `vllm/config/__init__.py:2956`, 0.33.0 `vllm/config/model.py:2667`)
+  `vllm/config/__init__.py:2956`, 0.33.0 `vllm/config/model.py:2664`)
 - `tp-too-large`: `World size (N) is larger than the number of available GPUs (M) in this node.`
   (0.33.0 `vllm/config/parallel.py:1072`); 0.10.1.1 falls back to Ray and says `Unable to load Ray`
   (`vllm/config/parallel.py:315`)
@@ -21,15 +21,15 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
   (`vllm/transformers_utils/configs/eagle.py:64`)
 - `eagle3-target-unsupported`: `Eagle3 is only supported for ['llama', 'qwen'] models.` (0.10.1.1
   `vllm/config/__init__.py:2353`) and `Model does not support EAGLE3 interface but
-  aux_hidden_state_outputs was requested` (0.10.1.1 `vllm/v1/worker/gpu_model_runner.py:2002`,
-  0.33.0 `:5174`)
+  aux_hidden_state_outputs was requested` (0.10.1.1 `vllm/v1/worker/gpu_model_runner.py:2003`,
+  0.33.0 `:5175`)
 - `draft-arch-unsupported`: `Model architectures ['EagleLlamaForCausalLMEagle3'] are not supported for
   now.` (`vllm/model_executor/models/registry.py:498` 0.10.1.1, `:1250` 0.33.0): method `eagle`
-  renames an EAGLE-3 draft's architecture to `Eagle` + name (`transformers_utils/configs/eagle.py:50`)
+  renames an EAGLE-3 draft's architecture to `Eagle` + name (`transformers_utils/configs/eagle.py:53`)
 - `draft-weights`: `Attempted to load weight (torch.Size([64, 128])) into parameter (torch.Size([64,
   192]))` (`vllm/model_executor/model_loader/weight_utils.py:625`), `There is no module or parameter
   named 'x' in Y` (0.33.0 `vllm/model_executor/models/utils.py:443`), a `KeyError: 'layers.1....'`
-  from 0.10.1.1's `llama_eagle3.py:190`
+  from 0.10.1.1's `llama_eagle3.py:181,186`
 - `bad-arguments`: argparse's `error: unrecognized arguments: ...` / `error: argument --x: ...`
 - `engine-core-failed`: `RuntimeError: Engine core initialization failed. See root cause above.`
   (0.10.1.1 `vllm/v1/engine/utils.py:759`) when nothing more specific is found
