@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from orchestrator.engines.base import Diagnosis
 
 from .loglines import TRACEBACK, exception_above, tracebacks, unwrap
 from .skipped import IMPORT_ERROR, error_line, patched_file, skipped_modules
 
-
-@dataclass(frozen=True)
-class Diagnosis:
-    kind: str  # "cuda-oom", "kv-pool-too-small", "port-in-use", ... (see SIGNATURES order)
-    summary: str  # one line: what happened and what to do
-    evidence: tuple[str, ...]  # the log lines that show it, most specific first
 
 
 # Literals one of which is on every line a signature needs (other than traceback bodies). Each has a

@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import contains
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 from .diagnosis import HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, PATCHED_MODULE_IMPORT, TRACEBACK_OPENERS, Diagnosis, diagnose
+from orchestrator.engines.base import DebugLine
 from orchestrator.engines.fields import parse_fields
 from .stats import DECODE, PREFILL, DecodeStats, PrefillStats, parse_decode_line, parse_prefill_line, parse_stats_lines
 
@@ -33,11 +34,6 @@ READY_LINE = "The server is fired up and ready to roll!"
 DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"  # a bracketed tag ending in -DEBUG]
 SERVER_ARGS = "server_args="
 TAIL_SIZE = 4 << 20  # the end of the log searched for failure signatures (a traceback is far shorter)
-
-
-class DebugLine(NamedTuple):  # a tuple, like the stats records: cheap to make by the hundred thousand
-    text: str  # the line as printed, without the trailing newline
-    fields: dict[str, str]  # key=value pairs after the debug tag
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,187 @@
+"""The engine seam: what orch asks of a serving engine, and the records an engine hands back.
+
+An engine (SGLang, vLLM) is one object of a subclass of `Engine`, found by name (`engines.get`).
+Everything that names an engine's package, endpoints, JSON fields or log lines lives in
+`engines/<name>/`; the run pipeline only calls the methods below. Optional capabilities (a
+preflight, a rehearsal stand-in) are declared here with a default, never probed with getattr.
+
+Pure on purpose: the records are frozen dataclasses and this module imports nothing of orch's;
+the engines' own modules do the I/O.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+HEADLINE = "accept_len"  # the metric every speculative-decoding engine reports first
+
+
+class DebugLine(NamedTuple):  # a tuple: cheap to make by the hundred thousand
+    text: str  # the line as printed, without the trailing newline
+    fields: dict[str, str]  # key=value pairs after the debug tag
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    kind: str  # "cuda-oom", "port-in-use", ... (each engine's signatures)
+    summary: str  # one line: what happened and what to do
+    evidence: tuple[str, ...]  # the log lines that show it, most specific first
+
+    def as_record(self) -> dict[str, object]:
+        """The form a run row stores."""
+        return {"kind": self.kind, "summary": self.summary, "evidence": list(self.evidence)}
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One value of a metric from one source ("meta_info", "prometheus", "decode_log", ...)."""
+
+    name: str
+    value: float | None
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Histogram:
+    name: str
+    counts: tuple[int, ...]
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One periodic stats line of the log: its kind ("decode", "prefill", "spec_decode", ...),
+    its position among the lines of that kind, its time when printed, and its named values."""
+
+    kind: str
+    seq: int
+    time: str | None
+    values: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class LogReport:
+    """A server log read once on the controller: everything orch keeps of it."""
+
+    series: tuple[SeriesPoint, ...]
+    debug_lines: tuple[DebugLine, ...]
+    diagnosis: Diagnosis | None
+    ready: bool  # the readiness line was seen
+    launch_args: str | None  # the engine's own print of its arguments, when it logs one
+    measures: tuple[Measure, ...] = ()  # what the log's stats lines say of the whole run
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    prompt_tokens: int
+    completion_tokens: int
+    latency: float
+    counts: Mapping[str, int] = field(default_factory=dict)  # engine-specific per-request counts
+    histogram: tuple[int, ...] = ()  # per-request histogram the engine reports, if any
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    requests: tuple[RequestResult, ...]
+    wall_seconds: float
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(r.completion_tokens for r in self.requests)
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What the server said about itself at one moment (its stats endpoint), and where from."""
+
+    body: Mapping[str, object] | None
+    endpoint: str | None
+
+
+@dataclass(frozen=True)
+class Measures:
+    values: tuple[Measure, ...]
+    histograms: tuple[Histogram, ...] = ()
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """A metric an engine reports, as tables show it."""
+
+    name: str
+    label: str
+    digits: int = 2
+
+
+@dataclass(frozen=True)
+class Installed:
+    """An engine's package on a host, found without importing it."""
+
+    folder: str
+    version: str
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """An engine's CPU stand-in: a package tree orch copies to a rehearsal host."""
+
+    releases: tuple[str, ...]  # oldest first
+    default_release: str
+    files: Callable[[str], dict[str, Path]]  # release -> {path under the tree: source file}
+    assemble: Callable[[str, Path], Path]  # (release, staging folder) -> the assembled tree
+    checkpoint_maker: Path  # a script run on the host: makes the demo checkpoints
+
+
+class Engine(ABC):
+    """One serving engine, as orch drives it."""
+
+    name: str  # as the experiment names it: `engine: sglang`
+    package: str  # its Python package on a host
+    default_template: Path  # the launch template an experiment gets when it names none
+    health_path: str  # answers 200 once the server serves
+    metrics: tuple[MetricInfo, ...]  # shown by `orch ls` and the run summary, headline first
+    log_tail_size: int = 4 << 20  # the end of the log that holds its failure signatures
+
+    @abstractmethod
+    def is_ready(self, log: bytes) -> bool:
+        """The log says the server is ready."""
+
+    @abstractmethod
+    def diagnose(self, log: bytes, patched: Sequence[str] = ()) -> Diagnosis | None:
+        """The known failure the log shows, if any (`patched`: files the run's patches touched)."""
+
+    @abstractmethod
+    def parse_log(self, log: bytes, debug_pattern: str, patched: Sequence[str] = ()) -> LogReport:
+        """The whole log read once."""
+
+    @abstractmethod
+    def excerpt_pattern(self, debug_pattern: str) -> str | None:
+        """An extended regex matching every line `parse_log` reads outside the log's tail (a huge
+        log is cut down to those on the host); None when the log cannot be cut down."""
+
+    @abstractmethod
+    async def request(self, base_url: str, prompt: str, max_new_tokens: int, temperature: float) -> RequestResult:
+        """One generation request; raises WorkloadError on failure."""
+
+    @abstractmethod
+    async def server_state(self, base_url: str) -> ServerState:
+        """The server's own stats, read before and after the workload."""
+
+    @abstractmethod
+    def measures(self, result: WorkloadResult, before: ServerState, after: ServerState,
+                 report: LogReport) -> Measures:
+        """Every metric from every source the engine has; the first `accept_len` is the headline."""
+
+    @abstractmethod
+    def version_files(self) -> tuple[str, ...]:
+        """Files of the package folder that hold its `__version__`, in the order to try."""
+
+    def rehearsal(self) -> Rehearsal | None:
+        """The engine's rehearsal stand-in, if it has one."""
+        return None

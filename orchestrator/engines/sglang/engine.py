@@ -1,0 +1,173 @@
+"""SGLang behind the engine seam: its readiness line, log, endpoints, JSON fields and metrics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator.engines.base import (
+    HEADLINE, Diagnosis, Engine, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
+    SeriesPoint, ServerState, WorkloadResult,
+)
+from orchestrator.errors import WorkloadError
+from orchestrator.remote import http
+
+from . import logs, rehearsal
+
+TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
+
+# meta_info's histogram of correct drafts per verify step: 0.5.23 `spec_correct_drafts_histogram`
+# (batch_result_processor.py: one count per verify step of every EAGLE request, at the index of the
+# draft tokens the target accepted in it, the bonus token not counted), 0.5.9 `spec_accept_histogram`.
+HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+CORRECT_DRAFTS = "correct_drafts_histogram"
+CORRECT_DRAFTS_NOTE = ("verify steps by draft tokens accepted (index 0, 1, ...; bonus token not counted), "
+                       "summed over the workload's requests")
+VERIFY_STEPS = "spec_verify_ct"
+LOG_MEANS = ("accept_len", "accept_rate", "gen_throughput")  # decode-line values averaged over the run
+STATE_ENDPOINTS = ("/server_info", "/get_server_info")  # 0.5.9+, older
+
+
+class SglangEngine(Engine):
+    name = "sglang"
+    package = "sglang"
+    default_template = TEMPLATES / "sglang_launch.sh.j2"
+    health_path = "/health_generate"
+    metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("output_tok_s", "tok/s", 1))
+    log_tail_size = logs.TAIL_SIZE
+
+    def is_ready(self, log: bytes) -> bool:
+        return logs.READY_LINE.encode() in log
+
+    def diagnose(self, log: bytes, patched: Sequence[str] = ()) -> Diagnosis | None:
+        return logs.diagnose(log.decode(errors="replace"), patched)
+
+    def parse_log(self, log: bytes, debug_pattern: str, patched: Sequence[str] = ()) -> LogReport:
+        found = logs.parse_log_bytes(log, debug_pattern, patched)
+        return LogReport(series=tuple(series(found)), debug_lines=found.debug_lines, diagnosis=found.diagnosis,
+                         ready=found.ready, launch_args=found.server_args, measures=tuple(log_measures(found)))
+
+    def excerpt_pattern(self, debug_pattern: str) -> str | None:
+        return logs.host_grep_pattern(debug_pattern)
+
+    async def request(self, base_url: str, prompt: str, max_new_tokens: int, temperature: float) -> RequestResult:
+        payload = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature}}
+        try:
+            body = await http.post_json(f"{base_url}/generate", payload)
+        except http.HTTPError as exc:
+            raise WorkloadError(f"{base_url}/generate failed: {exc}") from None
+        meta = body.get("meta_info", {}) if isinstance(body, dict) else {}
+        meta = meta if isinstance(meta, dict) else {}
+        verify = meta.get(VERIFY_STEPS)
+        return RequestResult(
+            prompt_tokens=int(meta.get("prompt_tokens", 0)),
+            completion_tokens=int(meta.get("completion_tokens", 0)),
+            latency=0.0,
+            counts={VERIFY_STEPS: int(verify)} if isinstance(verify, int) and not isinstance(verify, bool) else {},
+            histogram=request_histogram(meta),
+        )
+
+    async def server_state(self, base_url: str) -> ServerState:
+        for endpoint in STATE_ENDPOINTS:
+            status, body = await http.get(base_url + endpoint, 10.0)
+            if status == 200:
+                try:
+                    found = json.loads(body)
+                except json.JSONDecodeError:
+                    return ServerState(None, endpoint)
+                return ServerState(found if isinstance(found, dict) else None, endpoint)
+        return ServerState(None, None)
+
+    def measures(self, result: WorkloadResult, before: ServerState, after: ServerState,
+                 report: LogReport) -> Measures:
+        server_value = avg_spec_accept_length(after.body)
+        values = (
+            Measure(HEADLINE, verify_accept_len(result), "meta_info",
+                    "sum(completion_tokens) / sum(spec_verify_ct) over the workload"),
+            Measure(HEADLINE, server_value, f"server_info:{after.endpoint}", "" if server_value is not None else
+                    "absent: the server updates it every decode-log interval (40 rounds by default)"),
+            *report.measures,
+        )
+        counts = summed_histogram(result)
+        histograms = (Histogram(CORRECT_DRAFTS, tuple(counts), "meta_info", CORRECT_DRAFTS_NOTE),) if counts else ()
+        return Measures(values, histograms)
+
+    def version_files(self) -> tuple[str, ...]:
+        # `_version.py` is written at build time since about 0.5.9, when `version.py` holds only a
+        # `0.0.0.dev0` fallback
+        return ("_version.py", "version.py")
+
+    def rehearsal(self) -> Rehearsal:
+        return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,
+                         rehearsal.SIM_DIR / "make_checkpoints.py")
+
+
+def verify_accept_len(result: WorkloadResult) -> float | None:
+    """Token-weighted: sum(completion_tokens) / sum(spec_verify_ct). Works on 0.4.x, where
+    meta_info carries only spec_verify_ct."""
+    verified = [r for r in result.requests if r.counts.get(VERIFY_STEPS)]
+    if not verified:
+        return None
+    return sum(r.completion_tokens for r in verified) / sum(r.counts[VERIFY_STEPS] for r in verified)
+
+
+def request_histogram(meta: Mapping[str, object]) -> tuple[int, ...]:
+    """The request's correct-drafts histogram (HISTOGRAM_KEYS), or () when absent or not a list of counts."""
+    value = next((meta[key] for key in HISTOGRAM_KEYS if key in meta), None)
+    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        return ()
+    return tuple(value)
+
+
+def summed_histogram(result: WorkloadResult) -> list[int] | None:
+    """The requests' histograms added bin by bin (they differ in length: each grows to the most
+    drafts one of its steps accepted); None when no request carried one."""
+    histograms = [r.histogram for r in result.requests if r.histogram]
+    if not histograms:
+        return None
+    total = [0] * max(map(len, histograms))
+    for histogram in histograms:
+        for drafts, steps in enumerate(histogram):
+            total[drafts] += steps
+    return total
+
+
+def avg_spec_accept_length(info: Mapping[str, object] | None) -> float | None:
+    """internal_states[0].avg_spec_accept_length; absent until the first decode-log interval."""
+    if not info:
+        return None
+    decode = info.get("decode")
+    if isinstance(decode, list) and decode and isinstance(decode[0], dict):
+        info = decode[0]
+    states = info.get("internal_states") or [{}]
+    first = states[0] if isinstance(states, list) and states else {}
+    value = first.get("avg_spec_accept_length") if isinstance(first, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def log_measures(report: logs.LogReport) -> list[Measure]:
+    """What the decode lines say of the whole run: the mean of each of LOG_MEANS over the lines that
+    print it (accept rate as accept length: one number per log interval, each interval alike), and
+    how many log intervals there were."""
+    found = []
+    for name in LOG_MEANS:
+        values = [v for v in (getattr(d, name) for d in report.decode) if v is not None]
+        found.append(Measure(name, sum(values) / len(values) if values else None, "decode_log",
+                             f"mean of {len(values)} decode-line intervals"))
+    found.append(Measure("decode_intervals", len(report.decode), "orch"))
+    return found
+
+
+def series(report: logs.LogReport) -> list[SeriesPoint]:
+    """One point per decode and per prefill log line: its named values, the ranks that printed it
+    ("DP1 TP0") and any other number the line carried, under its printed name."""
+    points = []
+    for kind, records in (("decode", report.decode), ("prefill", report.prefill)):
+        for seq, line in enumerate(records):
+            values: dict[str, object] = {name: value for name, value in line._asdict().items()
+                                         if name not in ("time", "ranks", "extra", "graph")}
+            if line.ranks:
+                values["ranks"] = " ".join(f"{name}{number}" for name, number in line.ranks.items())
+            points.append(SeriesPoint(kind, seq, line.time, {**values, **line.extra}))
+    return points
