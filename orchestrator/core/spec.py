@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import names as identifiers, yamlfile
-from orchestrator.engines.sglang.preflight import CODES as PREFLIGHT_CODES
+from orchestrator import engines
 from orchestrator.errors import SpecError
 from .yamlfile import Located
 
@@ -79,6 +79,7 @@ class Spec:
     allow_busy_gpus: bool = False  # `orch run --allow-busy-gpus`: GPUs held by others warn instead of stopping the run
     extra_params: tuple[str, ...] = ()  # params the template reads indirectly (so a matrix or --set key may name them)
     secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
+    engine: str = engines.DEFAULT  # `engine:` the serving engine (engines.KNOWN)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class RunPlan:
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
-    "secrets",
+    "secrets", "engine",
 }
 
 
@@ -128,8 +129,9 @@ def load(path: Path) -> Spec:
     data = yamlfile.load(path)
     yamlfile.check_keys(data, TOP_KEYS, "the experiment")
     patches = _patches(data, path)
-    variants = _variants(data, patches)
-    template = Path(os.path.normpath(path.parent / str(data.get("template", "../templates/sglang_launch.sh.j2"))))
+    engine = _engine(data)
+    variants = _variants(data, patches, engine)
+    template = Path(os.path.normpath(path.parent / str(data.get("template", f"../templates/{engines.KNOWN[engine].template}"))))
     if not _is_file(template):
         raise SpecError(f"{data.where('template')}: template {template} not found; fix `template:`")
     debug_pattern = str(data.get("debug_pattern", DEFAULT_DEBUG_PATTERN))
@@ -144,6 +146,7 @@ def load(path: Path) -> Spec:
         description=str(data.get("description", "")),
         hosts=_names(data, "hosts"),
         template=template,
+        engine=engine,
         params=dict(_mapping(data, "params")),
         env=_env(data, "env"),
         patches=patches,
@@ -155,7 +158,7 @@ def load(path: Path) -> Spec:
         ready_timeout=float(_positive_number(data, "ready_timeout", 600)),
         raw=_plain(data),
         checkpoints=_checkpoints(data, path),
-        allow=_allow(data),
+        allow=_allow(data, engine),
         extra_params=_names(data, "extra_params"),
         secrets=_env_names(data, "secrets"),
     )
@@ -373,7 +376,7 @@ def _diff_text(path: Path, where: str) -> str:
         raise SpecError(f"{where}: cannot read diff file {path} ({exc.strerror or exc})") from None
 
 
-def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...]:
+def _variants(data: Located, patches: dict[str, PatchDef], engine: str) -> tuple[Variant, ...]:
     mapping = _mapping(data, "variants")
     if not mapping:
         return (Variant("default", patches=tuple(patches)),)
@@ -394,12 +397,22 @@ def _variants(data: Located, patches: dict[str, PatchDef]) -> tuple[Variant, ...
             parse_expectation(rule, body.where("expect"))
         variants.append(
             Variant(name, str(body.get("description", "")), dict(_mapping(body, "params")), _env(body, "env"), names, expect,
-                    _allow(body))
+                    _allow(body, engine))
         )
     return tuple(variants)
 
 
-def _allow(data: Located) -> tuple[str, ...]:
+def _engine(data: Located) -> str:
+    """`engine:` the serving engine the experiment launches (default sglang)."""
+    name = data.get("engine", engines.DEFAULT)
+    if name not in engines.KNOWN:
+        close = difflib.get_close_matches(str(name), engines.KNOWN, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"known engines: {', '.join(engines.KNOWN)}"
+        raise SpecError(f"{data.where('engine')}: unknown engine {name!r}; {hint}")
+    return str(name)
+
+
+def _allow(data: Located, engine: str) -> tuple[str, ...]:
     """`preflight: {allow: [code, ...]}`: preflight errors the experiment acknowledges; they are still
     reported and stored, but do not stop the run."""
     body = _mapping(data, "preflight")
@@ -407,10 +420,11 @@ def _allow(data: Located) -> tuple[str, ...]:
     codes, where = body.get("allow", []), body.where("allow")
     if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
         raise SpecError(f"{where}: `preflight.allow` must be a list of finding codes, e.g. [algorithm-not-eagle3]")
+    known = engines.preflight_codes(engine)
     for code in codes:
-        if code not in PREFLIGHT_CODES:
-            close = difflib.get_close_matches(code, PREFLIGHT_CODES, n=1)
-            hint = f"did you mean {close[0]}?" if close else f"known codes: {', '.join(PREFLIGHT_CODES)}"
+        if code not in known:
+            close = difflib.get_close_matches(code, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known codes: {', '.join(known)}"
             raise SpecError(f"{where}: unknown preflight code {code!r} in `preflight.allow`; {hint}")
     return tuple(codes)
 
