@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import engines
 from orchestrator.run import collect
 from orchestrator.engines.sglang import skipped
 from orchestrator.engines.sglang.logs import diagnose, parse_log, parse_log_bytes
@@ -122,15 +123,17 @@ def _failed_run(tmp_path, patch_file: str | None):
     if patch_file:
         store.add(PatchRow(run_id=run.id, seq=1, name="add-capture", target="sglang:srt/models/" + Path(patch_file).name,
                            file=patch_file, sha256_before="a", sha256_after="b", state="reverted"))
-    collect.diagnose_stored_log(store, run, "EAGLE3-DEBUG")
-    return store.get(run.uid).diagnosis
+    report = engines.get("sglang").parse_log(text.encode(), "EAGLE3-DEBUG", [patch_file] if patch_file else [])
+    return report.diagnosis
 
 
 def test_a_failed_runs_diagnosis_names_its_patched_module_that_no_longer_imports(tmp_path):
     found = _failed_run(tmp_path, PATCHED)
-    assert found["kind"] == "patched-module-import" and found["summary"].startswith(f"The patched file {PATCHED}")
+    assert found.kind == "patched-module-import" and found.summary.startswith(f"The patched file {PATCHED}")
+    assert found.decisive  # it replaces the diagnosis made when the server died
 
 
 def test_a_failed_runs_diagnosis_stays_when_its_patches_touched_no_skipped_module(tmp_path):
-    assert _failed_run(tmp_path, "/x/sglang/srt/models/llama_eagle3.py")["kind"] == "scheduler-exception"
+    found = _failed_run(tmp_path, "/x/sglang/srt/models/llama_eagle3.py")
+    assert found.kind == "scheduler-exception" and not found.decisive
     assert _failed_run(tmp_path / "no-patch", None)["kind"] == "scheduler-exception"

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from conftest import ROOT
 
-from orchestrator.run.logimport import launch_command, server_args
+from orchestrator import engines
+from orchestrator.core.spec import DEFAULT_DEBUG_PATTERN
+from orchestrator.engines.sglang.imported import launch_command, server_args
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
@@ -134,8 +136,9 @@ def test_import_over_ssh_cuts_a_big_log_down_on_the_host(sshd_box, no_user_ssh, 
     log = tmp_path / "big.log"
     log.write_bytes(head + b"\n" + noise + b"[2026-11-20 14:02:22" + rest)
     monkeypatch.setattr(server, "FETCH_LIMIT", 1 << 20)
-    monkeypatch.setattr(server.logs, "TAIL_SIZE", 4096)
-    source = asyncio.run(logimport.read_remote(host, str(log), logimport.logs.DEFAULT_DEBUG_PATTERN))
+    for name in engines.KNOWN:
+        monkeypatch.setattr(engines.get(name), "log_tail_size", 4096)
+    source = asyncio.run(logimport.read_remote(host, str(log), DEFAULT_DEBUG_PATTERN))
     assert source.host == "box" and source.where == f"box:{log}" and "cut down on the host" in source.note
     assert len(source.data) < log.stat().st_size // 10
     fetched, full = parse_log_bytes(source.data), parse_log_bytes(log.read_bytes())

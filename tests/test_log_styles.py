@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import engines
+from orchestrator.core.spec import DEFAULT_DEBUG_PATTERN
 from orchestrator.run import collect
 from orchestrator.engines.sglang.logs import parse_decode_line, parse_log, parse_log_bytes, parse_prefill_line
 
@@ -27,6 +29,8 @@ STYLES = [
     ("prefix_level_pid.log", "prefill", 0, "2025-12-04 20:35:52", {}),
 ]
 
+SGLANG = engines.get("sglang")
+
 
 @pytest.mark.parametrize("name,kind,index,time,ranks", STYLES)
 def test_every_prefix_style_keeps_time_and_ranks(name, kind, index, time, ranks):
@@ -34,7 +38,7 @@ def test_every_prefix_style_keeps_time_and_ranks(name, kind, index, time, ranks)
     records = getattr(parse_log_bytes(text.encode()), kind)
     assert (records[index].time, records[index].ranks) == (time, ranks)
     assert records[index].running_req is not None
-    rows = [r for r in collect.series_rows(7, parse_log(text)) if r.kind == kind]
+    rows = [r for r in collect.series_rows(7, SGLANG.parse_log(text.encode(), DEFAULT_DEBUG_PATTERN)) if r.kind == kind]
     assert rows[index].time == time
     assert rows[index].values.get("ranks") == (" ".join(f"{k}{v}" for k, v in ranks.items()) or None)
 
@@ -64,7 +68,7 @@ def test_another_loggers_wrapping_keeps_sglangs_time_and_ranks():
 
 def test_a_field_cut_off_by_a_terminal_never_becomes_a_column():
     report = parse_log((FIXTURES / "terminal_cut.log").read_text())
-    rows = collect.series_rows(1, report)
+    rows = collect.series_rows(1, SGLANG.parse_log((FIXTURES / "terminal_cut.log").read_bytes(), DEFAULT_DEBUG_PATTERN))
     columns = {name for row in rows for name in row.values}
     assert not {"token usaccept rate", "#cached-tounning-req", "#cached-trunning-req"} & columns
     assert all(not d.extra for d in report.decode) and all(not p.extra for p in report.prefill)
@@ -82,10 +86,11 @@ def test_a_whole_line_keeps_its_unknown_fields():
 
 
 def test_accept_rate_is_aggregated_as_accept_len_is():
-    report = parse_log((FIXTURES / "prefix_logging_level.log").read_text())
-    metrics = collect.log_metrics(report)
-    assert metrics["accept_len"] == pytest.approx((2.41 + 2.55) / 2)
-    assert metrics["accept_rate"] == pytest.approx((0.47 + 0.52) / 2)
-    notes = collect.log_metric_notes(metrics)
-    assert notes["accept_rate"] == notes["accept_len"] == "mean of 2 decode-line intervals"
-    assert collect.log_metrics(parse_log((FIXTURES / "prefix_time_only.log").read_text()))["accept_rate"] is None
+    measures = {m.name: m for m in SGLANG.parse_log((FIXTURES / "prefix_logging_level.log").read_bytes(),
+                                                   DEFAULT_DEBUG_PATTERN).measures}
+    assert measures["accept_len"].value == pytest.approx((2.41 + 2.55) / 2)
+    assert measures["accept_rate"].value == pytest.approx((0.47 + 0.52) / 2)
+    assert measures["accept_rate"].note == measures["accept_len"].note == "mean of 2 decode-line intervals"
+    assert measures["accept_rate"].source == "decode_log"
+    other = SGLANG.parse_log((FIXTURES / "prefix_time_only.log").read_bytes(), DEFAULT_DEBUG_PATTERN).measures
+    assert {m.name: m.value for m in other}["accept_rate"] is None

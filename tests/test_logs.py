@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import engines
 from orchestrator.engines.sglang.logs import DEFAULT_DEBUG_PATTERN, READY_LINE, DecodeStats, diagnose, extract_debug_lines, parse_decode_line, parse_fields, parse_log, parse_log_bytes, parse_prefill_line
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
@@ -334,7 +335,8 @@ def test_big_log_is_cut_down_on_the_host_and_parses_the_same(tmp_path, monkeypat
     async def fetch() -> bytes:
         conn = await connect(Host(name="h", transport="local"))
         try:
-            return await server.read_log(conn, server.Server(str(run_dir), 0, 0))
+            return await server.read_log(conn, server.Server(str(run_dir), 0, 0), engines.get("sglang"),
+                                         DEFAULT_DEBUG_PATTERN)
         finally:
             await conn.close()
 

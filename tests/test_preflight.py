@@ -13,6 +13,8 @@ import pytest
 from conftest import ROOT
 from orchestrator.host import checkpoint
 from orchestrator.engines.sglang import preflight_run
+from orchestrator.run import preflight as run_preflight
+from orchestrator.errors import PreflightError
 from orchestrator.core import spec as specs
 from orchestrator.engines.sglang import classes, preflight
 from orchestrator.engines import safetensors
@@ -254,12 +256,12 @@ def test_allowed_errors_are_marked_and_do_not_block():
 
 def test_a_finding_is_reported_as_severity_what_why_fix():
     found = preflight.acknowledged([Finding(ERROR, "algorithm-not-eagle3", "w", "y", "f")], ("algorithm-not-eagle3",))
-    assert preflight_run.described(found[0]) == "preflight ERROR (allowed): w\nwhy: y\nfix: f"
-    assert preflight_run.described(Finding(INFO, "draft-arch", "w", "y", "f")) == "preflight INFO: w\nwhy: y\nfix: f"
-    preflight_run.stop_on_errors(found, ("algorithm-not-eagle3",), "story@gpu")  # allowed: no error
-    with pytest.raises(preflight_run.PreflightError, match=r"^preflight: 1 error\(s\) in the checkpoints of story@gpu: w; "
+    assert run_preflight.described(found[0]) == "preflight ERROR (allowed): w\nwhy: y\nfix: f"
+    assert run_preflight.described(Finding(INFO, "draft-arch", "w", "y", "f")) == "preflight INFO: w\nwhy: y\nfix: f"
+    run_preflight.stop_on_errors(found, ("algorithm-not-eagle3",), "story@gpu")  # allowed: no error
+    with pytest.raises(PreflightError, match=r"^preflight: 1 error\(s\) in the checkpoints of story@gpu: w; "
                                                            r"fix: f \(`orch run --no-preflight` runs anyway\)$"):
-        preflight_run.stop_on_errors(found, (), "story@gpu")
+        run_preflight.stop_on_errors(found, (), "story@gpu")
 
 
 def write_spec(tmp_path: Path, top: str, variant: str) -> Path:

@@ -15,6 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
+from orchestrator import engines
+from orchestrator.errors import PreflightError
+from orchestrator.run import preflight as run_preflight
 from orchestrator.engines.sglang import preflight_run, preflight_source
 from orchestrator.core import shell
 from orchestrator.core import spec as specs
@@ -134,7 +137,7 @@ def test_each_release_says_where_capture_is_gated_and_how_it_asks_the_target(sgl
     async def read():
         session = await HostSession.open(host)
         try:
-            sglang = await host_package_dir(session.conn, host, {})
+            sglang = await host_package_dir(session.conn, host, {}, "sglang")
             return await preflight_source.host_source(session.conn, sglang, ["LlamaForCausalLM"], ["Eagle3Speculator"])
         finally:
             await session.conn.close()
@@ -372,15 +375,15 @@ def test_the_gate_stores_every_finding_and_stops_only_on_errors_not_allowed(sgla
     async def gate():
         session = await HostSession.open(host_for(python, tmp_path))
         try:
-            await preflight_run.gate(type("Spec", (), {"preflight": True})(), plan, session, store, run,
-                                     lambda label, text: said.append(text), context)
+            await run_preflight.gate(engines.get("sglang"), type("Spec", (), {"preflight": True})(), plan, session,
+                                     store, run, lambda label, text: said.append(text), context)
         finally:
             await session.conn.close()
 
     if allow:
         asyncio.run(gate())
     else:
-        with pytest.raises(preflight_run.PreflightError, match="algorithm-not-eagle3|only for EAGLE3"):
+        with pytest.raises(PreflightError, match="algorithm-not-eagle3|only for EAGLE3"):
             asyncio.run(gate())
     [row] = store.children(run, FindingRow)
     assert (row.code, row.severity, row.allowed) == ("algorithm-not-eagle3", "error", bool(allow))

@@ -15,7 +15,11 @@ import pytest
 
 from orchestrator.host import rehearsal as rehearsal_host
 from orchestrator.remote import http
-from orchestrator.engines.sglang import rehearsal as rehearsal_sim, client as workload
+from orchestrator import engines
+from orchestrator.engines.base import WorkloadResult
+from orchestrator.engines.sglang import rehearsal as rehearsal_sim
+from orchestrator.engines.sglang.engine import verify_accept_len
+from orchestrator.run import workload
 from orchestrator.errors import WorkloadError
 from orchestrator.core.spec import Workload
 
@@ -62,8 +66,11 @@ def peak_running(log: Path, offset: int) -> int:
     return max((int(n) for n in RUNNING.findall(log.read_text()[offset:])), default=0)
 
 
-async def several(base: str, workloads: int, spec: Workload) -> list[workload.WorkloadResult]:
-    return await asyncio.gather(*(workload.run(base, spec) for _ in range(workloads)))
+SGLANG = engines.get("sglang")
+
+
+async def several(base: str, workloads: int, spec: Workload) -> list[WorkloadResult]:
+    return await asyncio.gather(*(workload.run(SGLANG, base, spec) for _ in range(workloads)))
 
 
 def test_four_workloads_at_once_keep_every_request_in_flight(rehearsal):
@@ -73,13 +80,13 @@ def test_four_workloads_at_once_keep_every_request_in_flight(rehearsal):
     offset = len(log.read_text())
     results = asyncio.run(several(base, 4, spec))
     assert peak_running(log, offset) == 16
-    assert all(len(r.requests) == 4 and r.completion_tokens == 4 * 96 and r.accept_len for r in results)
+    assert all(len(r.requests) == 4 and r.completion_tokens == 4 * 96 and verify_accept_len(r) for r in results)
 
 
 def test_one_workload_stays_within_its_concurrency(rehearsal):
     base, log = rehearsal
     offset = len(log.read_text())
-    result = asyncio.run(workload.run(base, Workload(requests=6, max_new_tokens=32, concurrency=2)))
+    result = asyncio.run(workload.run(SGLANG, base, Workload(requests=6, max_new_tokens=32, concurrency=2)))
     assert peak_running(log, offset) == 2
     assert len(result.requests) == 6 and all(r.completion_tokens == 32 and r.latency > 0 for r in result.requests)
 
@@ -87,7 +94,7 @@ def test_one_workload_stays_within_its_concurrency(rehearsal):
 def test_four_workloads_at_once_take_about_as_long_as_one(rehearsal):
     base, _ = rehearsal
     spec = Workload(requests=4, max_new_tokens=64, concurrency=4)
-    one = min(asyncio.run(workload.run(base, spec)).wall_seconds for _ in range(2))
+    one = min(asyncio.run(workload.run(SGLANG, base, spec)).wall_seconds for _ in range(2))
     began = time.monotonic()
     asyncio.run(several(base, 4, spec))
     # serialised they would take 4x; batched on the server they cost a little more than one
@@ -95,13 +102,13 @@ def test_four_workloads_at_once_take_about_as_long_as_one(rehearsal):
 
 
 def test_server_info_comes_back_as_json(rehearsal):
-    info, endpoint = asyncio.run(workload.server_info(rehearsal[0]))
-    assert endpoint == "/server_info" and isinstance(info, dict)
+    state = asyncio.run(SGLANG.server_state(rehearsal[0]))
+    assert state.endpoint == "/server_info" and isinstance(state.body, dict)
 
 
 def test_a_refused_or_failing_request_fails_the_workload_with_one_line(rehearsal):
     with pytest.raises(WorkloadError, match=r"/generate failed: .*refused|/generate failed: \[Errno"):
-        asyncio.run(workload.run(f"http://127.0.0.1:{free_port()}", Workload(requests=1)))
+        asyncio.run(workload.run(SGLANG, f"http://127.0.0.1:{free_port()}", Workload(requests=1)))
     status, _ = asyncio.run(http.get(rehearsal[0] + "/no-such-endpoint"))
     assert status == 404
     with pytest.raises(http.HTTPError, match=r"HTTP 404"):

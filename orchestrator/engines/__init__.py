@@ -1,24 +1,50 @@
-"""Serving engines behind one seam (`base.Engine`); one subpackage per engine, found by name."""
+"""Serving engines behind one seam (`base.Engine`); one subpackage per engine, found by name.
+
+This registry is what the rest of orch may know of engines without importing one: their names, the
+launch template each ships, and where its preflight finding codes live (read on first use).
+"""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .base import Engine
 
+
+@dataclass(frozen=True)
+class Entry:
+    engine: str  # "module:class"
+    template: str  # the launch template under the project's templates/ folder
+    codes: str  # "module:NAME" of the preflight finding codes an experiment may allow
+
+
 DEFAULT = "sglang"
-KNOWN = {  # name -> "module:class", imported on first use (an engine's modules cost startup time)
-    "sglang": "orchestrator.engines.sglang.engine:SglangEngine",
-    "vllm": "orchestrator.engines.vllm.engine:VllmEngine",
+KNOWN = {
+    "sglang": Entry("orchestrator.engines.sglang.engine:SglangEngine", "sglang_launch.sh.j2",
+                    "orchestrator.engines.sglang.preflight:CODES"),
+    "vllm": Entry("orchestrator.engines.vllm.engine:VllmEngine", "vllm_launch.sh.j2",
+                  "orchestrator.engines.vllm.preflight:CODES"),
 }
+
+
+def _load(ref: str) -> object:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @cache
 def get(name: str = DEFAULT) -> Engine:
     """The engine called `name` (one of KNOWN; the spec checks the name before it gets here)."""
-    module, _, cls = KNOWN[name].partition(":")
-    engine: Engine = getattr(importlib.import_module(module), cls)()
+    engine: Engine = _load(KNOWN[name].engine)()  # type: ignore[operator]
     return engine
+
+
+@cache
+def preflight_codes(name: str) -> tuple[str, ...]:
+    """Every code the engine's preflight findings can carry."""
+    codes = _load(KNOWN[name].codes)
+    return tuple(codes) if isinstance(codes, tuple) else ()

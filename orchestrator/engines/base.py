@@ -15,7 +15,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # annotations only: the host side hands these in
+    from orchestrator.core.spec import PatchDef
+    from orchestrator.engines.finding import Finding
+    from orchestrator.host.session import HostSession
+
+Say = Callable[[str, str], None]  # (label, message): how a stage tells the user
 
 HEADLINE = "accept_len"  # the metric every speculative-decoding engine reports first
 
@@ -30,6 +37,7 @@ class Diagnosis:
     kind: str  # "cuda-oom", "port-in-use", ... (each engine's signatures)
     summary: str  # one line: what happened and what to do
     evidence: tuple[str, ...]  # the log lines that show it, most specific first
+    decisive: bool = False  # names the cause itself (a patched file that broke): wins over an earlier diagnosis
 
     def as_record(self) -> dict[str, object]:
         """The form a run row stores."""
@@ -147,6 +155,7 @@ class Engine(ABC):
     health_path: str  # answers 200 once the server serves
     metrics: tuple[MetricInfo, ...]  # shown by `orch ls` and the run summary, headline first
     log_tail_size: int = 4 << 20  # the end of the log that holds its failure signatures
+    log_lines: str  # the lines its server log holds, for "this is no server log of any engine"
 
     @abstractmethod
     def is_ready(self, log: bytes) -> bool:
@@ -179,8 +188,28 @@ class Engine(ABC):
         """Every metric from every source the engine has; the first `accept_len` is the headline."""
 
     @abstractmethod
+    def imported_launch(self, launch_args: str | None, where: str) -> tuple[dict[str, object], str, list[str]]:
+        """From the log's print of the server's arguments (`LogReport.launch_args`): the run's params
+        under the names experiment files use, the equivalent launch command, and warnings."""
+
+    @abstractmethod
     def version_files(self) -> tuple[str, ...]:
         """Files of the package folder that hold its `__version__`, in the order to try."""
+
+    async def check_launch(self, session: HostSession, script: str, template: Path, say: Say, label: str) -> None:
+        """Raise SpecError naming a flag of the launch script the host's engine would reject (and
+        where the template writes it); warnings through `say`. Default: no check."""
+
+    async def launch_findings(self, session: HostSession, script: str, template: Path) -> list[dict[str, str]]:
+        """What `check_launch` would say, as findings (`orch check`). Default: none."""
+        return []
+
+    async def preflight(self, session: HostSession, params: Mapping[str, object], env: Mapping[str, str],
+                        patches: tuple[PatchDef, ...], overlay: Mapping[str, Path] | None,
+                        allow: tuple[str, ...]) -> list[Finding]:
+        """The checks of the run's checkpoints against the host's engine, before anything changes;
+        `overlay` maps host paths to local folders not pushed yet. Default: none."""
+        return []
 
     def rehearsal(self) -> Rehearsal | None:
         """The engine's rehearsal stand-in, if it has one."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from orchestrator.remote import http
 from . import occupancy
 from orchestrator.core import shell
-from orchestrator.engines.sglang import logs
+from orchestrator.engines.base import Engine
 from orchestrator.errors import ServerError
 from orchestrator.remote import Connection
 
@@ -18,7 +18,7 @@ LOG_NAME = "server.log"
 POLL_SECONDS = 0.3  # while the log grows; a quiet log is polled less and less often, up to
 POLL_MAX_SECONDS = 2.0  # this: each poll is a command on the host (a process, over SSH a channel)
 HEALTH_EVERY_SECONDS = 3.0
-STOP_GRACE_SECONDS = 15.0  # SIGTERM to SIGKILL: SGLang's schedulers need a few seconds to exit
+STOP_GRACE_SECONDS = 15.0  # SIGTERM to SIGKILL: an engine's scheduler processes need a few seconds to exit
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,10 @@ async def wait_ready(
     conn: Connection,
     server: Server,
     timeout: float,
+    engine: Engine,
     on_output: Callable[[bytes], None] = lambda _: None,
 ) -> bytes:
-    """Wait for the readiness line or a 200 from /health_generate.
+    """Wait for the engine's readiness line or a 200 from its health endpoint.
 
     Returns the log read so far. If the server exits first, raises with the diagnosis and the
     last 20 log lines; if `timeout` passes, raises saying so.
@@ -88,45 +89,42 @@ async def wait_ready(
         pause = POLL_SECONDS if status.new_bytes else min(pause * 1.5, POLL_MAX_SECONDS)
         if status.new_bytes:
             on_output(status.new_bytes)
-        if logs.READY_LINE.encode() in log:
+        if engine.is_ready(bytes(log)):
             return bytes(log)
         if not status.alive or status.exit_code is not None:
-            raise early_exit(conn.host.name, server, bytes(log), status.exit_code)
+            raise early_exit(conn.host.name, server, bytes(log), status.exit_code, engine)
         if time.monotonic() >= next_health:
             next_health = time.monotonic() + HEALTH_EVERY_SECONDS
-            code, _ = await http.get(f"http://{address[0]}:{address[1]}/health_generate", 2.0)
+            code, _ = await http.get(f"http://{address[0]}:{address[1]}{engine.health_path}", 2.0)
             if code == 200:
-                await _ensure_own_listener(conn, server)
+                await _ensure_own_listener(conn, server, engine.health_path)
                 return bytes(log)
         if time.monotonic() >= deadline:
             raise ServerError(
-                f"{conn.host.name}: server not ready after {timeout:.0f} s (no readiness line, /health_generate "
+                f"{conn.host.name}: server not ready after {timeout:.0f} s (no readiness line, {engine.health_path} "
                 f"not 200); raise `ready_timeout:` or see `orch logs` for where it stalled",
                 evidence=tuple(tail(bytes(log))),
             )
         await asyncio.sleep(min(pause, max(0.0, next_health - time.monotonic()) + 0.05))
 
 
-async def _ensure_own_listener(conn: Connection, server: Server) -> None:
+async def _ensure_own_listener(conn: Connection, server: Server, health_path: str) -> None:
     """A 200 counts only when the process listening on the port is the run's own server."""
     found = await occupancy.listener(conn, conn.host, server.port)
     if not occupancy.owns(found, server.pgid, server.run_dir):
         who = ", ".join(h.describe() for h in found.holders) or "a process of another user"
-        raise ServerError(f"{conn.host.name}: port {server.port} answers /health_generate, but the listener is {who}, "
+        raise ServerError(f"{conn.host.name}: port {server.port} answers {health_path}, but the listener is {who}, "
                           "not this run's server; stop it or give the run another port (--set port=N)")
 
 
-def early_exit(host: str, server: Server, log: bytes, exit_code: int | None) -> ServerError:
-    text = log.decode(errors="replace")
-    diagnosis = logs.diagnose(text)
+def early_exit(host: str, server: Server, log: bytes, exit_code: int | None, engine: Engine) -> ServerError:
+    diagnosis = engine.diagnose(log)
     code = "unknown" if exit_code is None else str(exit_code)
     reason = diagnosis.summary if diagnosis else "no known failure signature in the log"
-    error = ServerError(
+    return ServerError(
         f"{host}: server exited before it was ready (exit code {code}): {reason}",
-        evidence=tuple(tail(log)),
+        evidence=tuple(tail(log)), diagnosis=diagnosis,
     )
-    error.diagnosis = diagnosis  # type: ignore[attr-defined]
-    return error
 
 
 def tail(log: bytes, lines: int = 20) -> list[str]:
@@ -199,23 +197,23 @@ async def _processes(conn: Connection, server: Server, sig: str | None = None) -
 FETCH_LIMIT = 64 << 20  # a bigger log is cut down on the host to the parts orch parses
 
 
-async def read_log(conn: Connection, server: Server, debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> bytes:
+async def read_log(conn: Connection, server: Server, engine: Engine, debug_pattern: str) -> bytes:
     """The server log (empty if there is none yet); see `fetch_log`."""
     try:
-        return (await fetch_log(conn, server.log, debug_pattern))[0]
+        return (await fetch_log(conn, server.log, engine.excerpt_pattern(debug_pattern), engine.log_tail_size))[0]
     except FileNotFoundError:
         return b""
 
 
-async def fetch_log(conn: Connection, log: str, debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> tuple[bytes, int]:
-    """A log on the host and its full size; one over FETCH_LIMIT comes as the lines
-    `logs.parse_log` reads, then its tail. FileNotFoundError if there is no such file."""
+async def fetch_log(conn: Connection, log: str, pattern: str | None, tail: int) -> tuple[bytes, int]:
+    """A log on the host and its full size; one over FETCH_LIMIT comes as the lines matching
+    `pattern` (what the engine's `parse_log` reads outside the tail; None: no cutting down), then
+    its last `tail` bytes. FileNotFoundError if there is no such file."""
     found = await conn.stat(log)
     if found is None:
         raise FileNotFoundError(log)
-    pattern = logs.host_grep_pattern(debug_pattern)
     if found.size > FETCH_LIMIT and pattern is not None:
-        done = await conn.run(shell.log_excerpt(log, pattern, logs.TAIL_SIZE), timeout=600)
+        done = await conn.run(shell.log_excerpt(log, pattern, tail), timeout=600)
         if done.ok:
             return done.stdout, found.size
     return await conn.read_file(log), found.size

@@ -1,5 +1,5 @@
 """A host's open connection for one command, and what it learns about the host's Python packages
-(found without importing them: SGLang's `__init__` imports torch)."""
+(found without importing them: an engine's `__init__` imports torch)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def absolute(path: str, home: str) -> str:
     return path
 
 
-async def package_dir(conn: Connection, host: Host, packages: dict[str, str], name: str = "sglang") -> str | None:
+async def package_dir(conn: Connection, host: Host, packages: dict[str, str], name: str) -> str | None:
     """The folder of package `name` under the host's python (rehearsal folder first), cached in
     `packages`; None when it is not installed. A missing python is a PatchError."""
     if name not in packages:
@@ -37,10 +37,10 @@ async def package_dir(conn: Connection, host: Host, packages: dict[str, str], na
     return packages[name]
 
 
-async def sglang_version(conn: Connection, folder: str) -> str:
-    """From `_version.py` (written at build time since about 0.5.9, when `version.py` only holds a
-    `0.0.0.dev0` fallback), else `version.py`; "unknown" when neither says."""
-    for name in ("_version.py", "version.py"):
+async def package_version(conn: Connection, folder: str, files: tuple[str, ...]) -> str:
+    """The `__version__` of the first of `files` (in the package folder) that sets one; "unknown"
+    when none does."""
+    for name in files:
         try:
             text = (await conn.read_file(f"{folder}/{name}")).decode(errors="replace")
         except FileNotFoundError:

@@ -8,9 +8,8 @@ from typing import Any
 
 from orchestrator.host import checkpoint, patchcheck, rehearsal
 from . import execute
-from orchestrator.engines.sglang import hostflags, preflight_run
+from orchestrator import engines
 from orchestrator.core import render
-from orchestrator.engines.sglang import flags
 from orchestrator.errors import PatchError
 from orchestrator.core.inventory import Host
 from orchestrator.host.session import HostSession
@@ -18,7 +17,7 @@ from orchestrator.core.spec import RunPlan, Spec
 
 
 async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> list[dict[str, Any]]:
-    """One group per (variant, host): flags the host's SGLang would reject, patches that would not
+    """One group per (variant, host): flags the host's engine would reject, patches that would not
     apply or would leave a file that does not compile, then the checkpoint findings (an error the
     experiment allows comes marked `allowed`). Checkpoints are read from their local (transformed)
     copies."""
@@ -30,23 +29,20 @@ async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> li
         try:
             if host.rehearsal:
                 await rehearsal.install(session.conn, session.host)
-            flag_set = await hostflags.flag_set(session.conn, session.host, session.packages)
             for plan in queue:
-                groups.append(await _check_one(spec, plan, session, flag_set, prepared))
+                groups.append(await _check_one(spec, plan, session, prepared))
         finally:
             await session.conn.close()
     return groups
 
 
-async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, flag_set: flags.FlagSet | None,
-                     prepared: dict[str, Any]) -> dict[str, Any]:
+async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, prepared: dict[str, Any]) -> dict[str, Any]:
+    engine = engines.get(spec.engine)
     context = execute.run_context(spec, plan, session.host, "check")
     script = render.launch_script(spec.template, context)
-    flag_findings = hostflags.findings(flags.check(script, flag_set) if flag_set else [], spec.template,
-                                      script)
+    flag_findings = await engine.launch_findings(session, script, spec.template)
     overlay = {context["checkpoints"][n]: p.folder for n, p in prepared.items()}
-    found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
-                                             plan.patches, overlay, session.packages, allow=plan.allow)
+    found = await engine.preflight(session, context["params"], context["env"], plan.patches, overlay, plan.allow)
     params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}
     return {"variant": plan.variant, "host": session.host.name, "params": params,
             "findings": flag_findings + await _patch_findings(session, plan) + [f.as_json() for f in found]}

@@ -3,7 +3,7 @@
     per host:  connect -> lock -> recover leftovers -> install rehearsal
     per run:   render -> check flags -> push checkpoints -> preflight -> prepare patches (every
                anchor checked, every patched .py compiled by the host's Python) -> apply patches (journal first) -> launch -> wait ready
-               -> workload -> collect -> stop -> revert patches -> record
+               -> workload -> stop -> read the log once -> record -> revert patches
     per host:  unlock
 """
 
@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.host import checkpoint, occupancy, patchcheck, rehearsal, server
-from . import collect
+from . import collect, preflight, workload
 from orchestrator.core import patching, render, spec as specs
-from orchestrator.engines.sglang import hostflags, preflight_run, client as workload
+from orchestrator import engines
+from orchestrator.engines.base import Engine, ServerState, WorkloadResult
 from orchestrator.store import database as store_queries
-from orchestrator.errors import EXIT_INTERRUPTED, HostError, OrchError, SpecError
+from orchestrator.errors import EXIT_INTERRUPTED, HostError, OrchError, ServerError, SpecError
 from orchestrator.core.inventory import Host
 from orchestrator.host.journal import APPLIED, DRIFTED
 from orchestrator.host.lock import HostLock
@@ -193,7 +194,7 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: R
     script = render.launch_script(spec.template, context)
     report(label, "launch script:\n" + redact(script, context["env"], context["secret_names"]))
     try:
-        await hostflags.check_launch(session.conn, session.host, session.packages, script, spec.template, report, label)
+        await engines.get(spec.engine).check_launch(session, script, spec.template, report, label)
         await _dry_preflight(spec, plan, session, report, context, label)
         prepared = await prepare_patches(session, plan)
         for patch, file, before, after in prepared:
@@ -214,15 +215,16 @@ async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report
     # the checkpoints are not pushed: read from their local (transformed) copies, as `orch check` does
     overlay = {context["checkpoints"][c.name]: (await asyncio.to_thread(checkpoint.prepare, c)).folder
                for c in spec.checkpoints}
-    found = await preflight_run.findings_for(session.conn, session.host, context["params"], context["env"],
-                                             plan.patches, overlay, session.packages, allow=plan.allow)
+    found = await engines.get(spec.engine).preflight(session, context["params"], context["env"], plan.patches,
+                                                     overlay, plan.allow)
     for f in found:
-        report(label, preflight_run.described(f))
-    preflight_run.stop_on_errors(found, plan.allow, label)
+        report(label, preflight.described(f))
+    preflight.stop_on_errors(found, plan.allow, label)
 
 
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, report: Report) -> Outcome:
     host = session.host
+    engine = engines.get(spec.engine)
     uid = new_uid(plan.variant)
     label = f"{plan.variant}@{host.name}"
     context = run_context(spec, plan, host, uid)
@@ -244,9 +246,11 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     status, error, evidence, exit_code = FAILED, None, (), 1
     metrics: dict[str, Any] = {}
     flags: list[str] = []
+    measured: tuple[WorkloadResult, ServerState, ServerState] | None = None
+    diagnosis = None
     links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
     try:
-        await hostflags.check_launch(session.conn, host, session.packages, script, spec.template, report, label)
+        await engine.check_launch(session, script, spec.template, report, label)
         port = int(context["params"].get("port", 30000))
         busy = await occupancy.ensure_free(session.conn, host, port, int(context["params"].get("tp_size", 1) or 1),
                                            env.get("CUDA_VISIBLE_DEVICES"), spec.allow_busy_gpus)
@@ -254,7 +258,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             store.event(run, "busy-gpus-allowed", f"orch run --allow-busy-gpus: {problem}")
             report(label, f"warning: {problem} (--allow-busy-gpus)")
         await checkpoint.push_stage(spec, plan, session, store, run, report, context)
-        await preflight_run.gate(spec, plan, session, store, run, report, context)
+        await preflight.gate(engine, spec, plan, session, store, run, report, context)
         prepared = await prepare_patches(session, plan)
         await patchcheck.ensure_compiles(session.conn, host, prepared)
         for seq, (patch, file, before, after) in enumerate(prepared, 1):
@@ -266,37 +270,51 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         srv = await server.launch(session.conn, context["run"]["dir"], script, port, hidden)
         store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")
         report(label, f"server launched (pid {srv.pgid}); waiting for it to be ready")
-        log = await server.wait_ready(session.conn, srv, spec.ready_timeout)
+        log = await server.wait_ready(session.conn, srv, spec.ready_timeout, engine)
         metrics["startup_s"] = time.monotonic() - started
         report(label, f"ready after {metrics['startup_s']:.1f} s; sending {spec.workload.requests} requests")
         address = await session.conn.forward(port)
         base_url = f"http://{address[0]}:{address[1]}"
         workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
-        result = await workload.run(base_url, spec.workload)
-        info, endpoint = await workload.server_info(base_url)
+        before = await engine.server_state(base_url)
+        result = await workload.run(engine, base_url, spec.workload)
+        measured = (result, before, await engine.server_state(base_url))
         workload_from = None  # the workload is done: a later drop cuts none of its requests
         metrics.update(collect.workload_metrics(result))
-        log = await server.read_log(session.conn, srv, spec.debug_pattern)
-        flags, notes = collect.record(store, run, metrics, result, info, endpoint, log, spec, plan, context)
-        for note in notes:
-            report(label, note)
-        failed_expectations = collect.check_expectations(plan, metrics)
-        if failed_expectations:
-            error = "expectation failed: " + "; ".join(failed_expectations)
-        else:
-            status, exit_code = SUCCEEDED, 0
+        status, exit_code = SUCCEEDED, 0  # unless the measures fail an expectation (after the stop)
     except OrchError as exc:
         error, evidence, exit_code = str(exc), exc.evidence, exc.exit_code
-        diagnosis = getattr(exc, "diagnosis", None)
+        diagnosis = exc.diagnosis if isinstance(exc, ServerError) else None
         if diagnosis is not None:
-            store.update_run(run, diagnosis={"kind": diagnosis.kind, "summary": diagnosis.summary,
-                                             "evidence": list(diagnosis.evidence)})
+            store.update_run(run, diagnosis=diagnosis.as_record())
     except (KeyboardInterrupt, asyncio.CancelledError):
         status, error, exit_code = INTERRUPTED, "interrupted by the user", EXIT_INTERRUPTED
         raise
     finally:
+        cleanup_errors: list[BaseException] = []
         try:
-            drifted = await _cleanup(session, store, run, srv, log, spec, report, label)
+            log = await _stop(session, store, run, srv, engine, spec.debug_pattern, report, label) or log
+        except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
+            cleanup_errors.append(exc)
+        log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
+        if srv is not None:
+            collect.store_log(store, run, log, log_report)
+        if measured is not None:
+            found, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
+            flags.extend(found)
+            for note in notes:
+                report(label, note)
+            failed_expectations = collect.check_expectations(plan, metrics)
+            if failed_expectations:
+                status, exit_code = FAILED, 1
+                error = "expectation failed: " + "; ".join(failed_expectations)
+        if status == FAILED and log_report.diagnosis is not None and (diagnosis is None or log_report.diagnosis.decisive):
+            # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
+            store.update_run(run, diagnosis=log_report.diagnosis.as_record())
+        try:
+            drifted = await _revert(session, store, run, report, label)  # even when the stop failed
+            if cleanup_errors:
+                raise cleanup_errors[0]
             if drifted:  # the promise is an unmodified install: a file left changed fails the run
                 flags.append("patch-drifted")
                 error = (f"{error}; " if error else "") + f"{len(drifted)} patched file(s) changed during the run " \
@@ -309,28 +327,31 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
         if cut and status == FAILED:
             error = (f"{error}; " if error else "") + cut
-        if status == FAILED:
-            collect.diagnose_stored_log(store, run, spec.debug_pattern)
         run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
         report(label, f"run {run.id} {status}" + (f": {error}" if error else ""))
     error, evidence = (hide(error, hidden) if error else error), tuple(hide(e, hidden) for e in evidence)
     return Outcome(run.id, uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
 
 
-async def _cleanup(session: HostSession, store: Store, run: Run, srv: server.Server | None, log: bytes,
-                   spec: Spec, report: Report, label: str) -> list[str]:
-    """Stop the server, keep its log, revert this run's patches: whatever happened before.
-    Returns the files that changed under us and were left alone (drifted)."""
-    if srv is not None:
-        stopped = await server.stop(session.conn, srv)
-        store.event(run, "stopped", stopped.summary(server.STOP_GRACE_SECONDS))
-        if stopped.killed or stopped.strays or not stopped.gone:
-            report(label, ("" if stopped.gone else "warning: ") + f"server {stopped.summary(server.STOP_GRACE_SECONDS)}")
-        final = await server.read_log(session.conn, srv, spec.debug_pattern)
-        log = final or log
-        store.save_log(run, log)  # the store hides the run's secrets in all it writes
-        if not store.children(run, DebugRow):
-            collect.store_debug_lines(store, run, log, spec.debug_pattern)
+def _patched_files(store: Store, run: Run) -> list[str]:
+    """The files the run's patches touched, as written and as resolved: a diagnosis names them."""
+    return [path for patch in store.children(run, PatchRow) for path in (patch.file, patch.target)]
+
+
+async def _stop(session: HostSession, store: Store, run: Run, srv: server.Server | None, engine: Engine,
+                debug_pattern: str, report: Report, label: str) -> bytes:
+    """Stop the server, whatever happened before; returns its whole log (empty without a server)."""
+    if srv is None:
+        return b""
+    stopped = await server.stop(session.conn, srv)
+    store.event(run, "stopped", stopped.summary(server.STOP_GRACE_SECONDS))
+    if stopped.killed or stopped.strays or not stopped.gone:
+        report(label, ("" if stopped.gone else "warning: ") + f"server {stopped.summary(server.STOP_GRACE_SECONDS)}")
+    return await server.read_log(session.conn, srv, engine, debug_pattern)
+
+
+async def _revert(session: HostSession, store: Store, run: Run, report: Report, label: str) -> list[str]:
+    """Revert this run's patches. Returns the files that changed under us and were left alone (drifted)."""
     reverted = await session.journal.revert(run.uid)
     if reverted:
         store.set_patch_states(run, {r.seq: r.state for r in reverted})
@@ -343,5 +364,3 @@ async def _cleanup(session: HostSession, store: Store, run: Run, srv: server.Ser
         report(label, f"reverted {len(reverted) - len(drifted)} patch(es)")
         return [f"{session.host.name}:{r.file}" for r in drifted]
     return []
-
-

@@ -1,30 +1,24 @@
-"""A run made by hand, recorded from its server log (`orch import LOGFILE`): decode series, accept
-length from the decode lines, debug lines, diagnosis, and the params and launch command rebuilt
-from the `server_args=` line SGLang prints first (`ServerArgs(...)`, or 0.5.23's `{...}` dict)."""
+"""A run made by hand, recorded from its server log (`orch import LOGFILE`): the engine that wrote
+it (the first whose lines the log holds), its series, accept length from its stats lines, debug
+lines, diagnosis, and the params and launch command rebuilt from the engine's print of its
+arguments."""
 
 from __future__ import annotations
 
-import json
 import posixpath
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import collect
-from orchestrator.engines.sglang import logs, serverargs
+from orchestrator import engines
+from orchestrator.core.spec import DEFAULT_DEBUG_PATTERN
+from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport
 from orchestrator.errors import SpecError
 from orchestrator.core.clock import new_uid, now
 from orchestrator.store.database import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, Store
 
 EXPERIMENT = "imported"
-# server args copied into the run's params, under the names the experiment files use
-PARAMS_FROM_ARGS = {
-    "model_path": "model_path", "speculative_draft_model_path": "draft_model_path", "tp_size": "tp_size",
-    "mem_fraction_static": "mem_fraction_static", "speculative_algorithm": "speculative_algorithm",
-    "speculative_num_steps": "speculative_num_steps", "speculative_eagle_topk": "speculative_eagle_topk",
-    "speculative_num_draft_tokens": "speculative_num_draft_tokens", "port": "port",
-}
 
 
 @dataclass(frozen=True)
@@ -34,49 +28,9 @@ class Imported:
     status: str
     metrics: dict[str, Any] = field(default_factory=dict)
     flags: tuple[str, ...] = ()
-    diagnosis: logs.Diagnosis | None = None
+    diagnosis: Diagnosis | None = None
     command: str = ""
     warnings: tuple[str, ...] = ()
-
-
-def server_args(text: str | None) -> dict[str, Any]:
-    """`ServerArgs(model_path='m', tp_size=8, ...)` or `{'model_path': 'm', ...}` -> {field: value}
-    (see `serverargs.parse`)."""
-    return serverargs.parse(text).values
-
-
-def args_warnings(text: str | None, where: str) -> tuple[dict[str, Any], list[str]]:
-    """The server args of a log's `server_args=` line, and what to tell the user when they could not
-    all be read."""
-    if text is None:
-        return {}, [f"{where}: no `server_args=` line (the log may start after the server did): params and the "
-                    "launch command are not rebuilt; give --params key=value for the ones that matter"]
-    parsed = serverargs.parse(text)
-    if parsed.form is None:
-        return {}, [f"{where}: the `server_args=` line is neither `ServerArgs(...)` (SGLang up to 0.5.22) nor a "
-                    f"`{{...}}` dict (0.5.23): params and the launch command are not rebuilt; give --params "
-                    "key=value for the ones that matter"]
-    if parsed.cut:
-        return parsed.values, [f"{where}: the `server_args=` line is cut short: params and the launch command "
-                               f"hold only its first {len(parsed.values)} fields"]
-    return parsed.values, []
-
-
-def launch_command(args: dict[str, Any]) -> str:
-    """The equivalent `python -m sglang.launch_server` command: every field that is set (not None
-    and not False), as a flag."""
-    words = ["python", "-m", "sglang.launch_server"]
-    for name, value in args.items():
-        if value is None or value is False or value == [] or value == {}:
-            continue
-        words.append("--" + name.replace("_", "-"))
-        if value is True:
-            continue
-        if isinstance(value, (list, tuple)):
-            words += [str(v) for v in value]
-        else:
-            words.append(json.dumps(value) if isinstance(value, dict) else str(value))
-    return shlex.join(words)
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -132,7 +86,11 @@ async def read_remote(host: Any, path: str, debug_pattern: str) -> LogSource:
 
     conn = await connect(host)
     try:
-        data, size = await server.fetch_log(conn, posixpath.join(conn.home, absolute(path, conn.home)), debug_pattern)
+        every = [engines.get(name) for name in engines.KNOWN]  # which engine wrote it is not known yet
+        patterns = [engine.excerpt_pattern(debug_pattern) for engine in every]
+        pattern = None if None in patterns else "|".join(p for p in patterns if p)
+        data, size = await server.fetch_log(conn, posixpath.join(conn.home, absolute(path, conn.home)), pattern,
+                                            max(engine.log_tail_size for engine in every))
     except FileNotFoundError:
         raise SpecError(f"{host.name}:{path}: no such log on the host; check the path "
                         f"(`orch import {host.name}:/full/path/to/server.log`)") from None
@@ -145,53 +103,44 @@ async def read_remote(host: Any, path: str, debug_pattern: str) -> LogSource:
 
 
 def record(store: Store, source: LogSource, name: str | None, params: dict[str, Any], host: str | None,
-           debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN) -> Imported:
+           debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> Imported:
     """Store one run from a server log; failed when the log holds a known failure."""
     data = source.data
-    report = logs.parse_log_bytes(data, debug_pattern)
-    require_server_lines(report, source)
-    args, warnings = args_warnings(report.server_args, source.where)
-    command = launch_command(args) if args else ""
-    run_params = {mine: args[theirs] for theirs, mine in PARAMS_FROM_ARGS.items() if args.get(theirs) is not None}
+    engine, report = read(source, debug_pattern)
+    run_params, command, warnings = engine.imported_launch(report.launch_args, source.where)
     run_params.update(params)
     variant = name or PurePosixPath(source.where.rpartition(":")[2] if source.host else source.where).stem
     run = Run(uid=new_uid(variant), experiment=EXPERIMENT, variant=variant, host=host or source.host or "imported",
               spec_path=source.where, params=run_params, command=command, controller="orch import")
     store.add(run)
-    metrics = collect.log_metrics(report)
-    _store_rows(store, run, report, metrics)
-    store.save_log(run, data)
-    flags = []
-    if run_params.get("speculative_algorithm") and metrics["accept_len"] is not None \
-            and metrics["accept_len"] <= collect.REJECTED_AT_OR_BELOW:
-        flags.append("draft-rejected")
+    store.add(*(MetricRow(run_id=run.id, name=m.name, value=m.value, source=m.source,
+                          note=f"{m.note} (imported log)" if m.note else "") for m in report.measures))
+    collect.store_log(store, run, data, report)
+    metrics: dict[str, Any] = {}
+    for measure in report.measures:
+        metrics.setdefault(measure.name, measure.value)
+    flags, _ = collect.judge(store, run, [m for m in report.measures if m.name == HEADLINE])
     diagnosis = report.diagnosis
     status = FAILED if diagnosis else SUCCEEDED
-    store.event(run, "imported", f"from {source.where} ({len(data)} bytes)" + (f"; {source.note}" if source.note else ""))
+    store.event(run, "imported", f"from {source.where} ({len(data)} bytes, {engine.name})"
+                + (f"; {source.note}" if source.note else ""))
     for warning in warnings:
         store.event(run, "warning", warning)
     store.update_run(run, status=status, flags=flags, ended_at=now(),
                      error=f"server failed: {diagnosis.summary}" if diagnosis else None,
-                     diagnosis={"kind": diagnosis.kind, "summary": diagnosis.summary,
-                                "evidence": list(diagnosis.evidence)} if diagnosis else None)
+                     diagnosis=diagnosis.as_record() if diagnosis else None)
     return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command, tuple(warnings))
 
 
-def require_server_lines(report: logs.LogReport, source: LogSource) -> None:
-    """A file with no line SGLang writes (`server_args=`, a batch line, the ready line, a known
-    failure) is no server log: random bytes or the wrong file, refused before anything is stored."""
-    if report.server_args or report.decode or report.prefill or report.ready or report.diagnosis:
-        return
-    what = "is empty" if not source.data.strip() else (
-        "holds no SGLang line (no `server_args=`, no Prefill or Decode batch line, no ready line, no known failure)")
-    raise SpecError(f"{source.where}: {what}; give the log SGLang's server wrote (nothing was recorded)")
-
-
-def _store_rows(store: Store, run: Run, report: logs.LogReport, metrics: dict[str, Any]) -> None:
-    notes = collect.log_metric_notes(metrics)
-    store.add(*(MetricRow(run_id=run.id, name=k, value=v, source="decode_log",
-                          note=f"{notes[k]} (imported log)" if k in notes else "") for k, v in metrics.items()))
-    store.add(*collect.series_rows(run.id, report))
-    store.add(*(DebugRow(run_id=run.id, seq=i, text=d.text, fields=d.fields) for i, d in enumerate(report.debug_lines)))
-
-
+def read(source: LogSource, debug_pattern: str) -> tuple[Engine, LogReport]:
+    """The engine whose lines the log holds (its print of its arguments, a stats line, its ready
+    line, a known failure), and its reading of the log. None holding any: no server log, refused
+    before anything is stored."""
+    for name in engines.KNOWN:
+        engine = engines.get(name)
+        report = engine.parse_log(source.data, debug_pattern)
+        if report.launch_args or report.series or report.ready or report.diagnosis:
+            return engine, report
+    what = "is empty" if not source.data.strip() else \
+        f"holds no line a server writes ({'; '.join(engines.get(n).log_lines for n in engines.KNOWN)})"
+    raise SpecError(f"{source.where}: {what}; give the log the engine's server wrote (nothing was recorded)")

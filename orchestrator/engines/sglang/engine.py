@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import (
-    HEADLINE, Diagnosis, Engine, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
+    HEADLINE, Diagnosis, Engine, Say, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
     SeriesPoint, ServerState, WorkloadResult,
 )
 from orchestrator.errors import WorkloadError
 from orchestrator.remote import http
 
-from . import logs, rehearsal
+from . import PACKAGE, VERSION_FILES, flags, hostflags, imported, logs, preflight_run, rehearsal
+
+if TYPE_CHECKING:
+    from orchestrator.core.spec import PatchDef
+    from orchestrator.engines.finding import Finding
+    from orchestrator.host.session import HostSession
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
 
@@ -31,11 +38,12 @@ STATE_ENDPOINTS = ("/server_info", "/get_server_info")  # 0.5.9+, older
 
 class SglangEngine(Engine):
     name = "sglang"
-    package = "sglang"
+    package = PACKAGE
     default_template = TEMPLATES / "sglang_launch.sh.j2"
     health_path = "/health_generate"
     metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("output_tok_s", "tok/s", 1))
     log_tail_size = logs.TAIL_SIZE
+    log_lines = "SGLang: no `server_args=`, no Prefill or Decode batch line, no ready line, no known failure"
 
     def is_ready(self, log: bytes) -> bool:
         return logs.READY_LINE.encode() in log
@@ -45,7 +53,10 @@ class SglangEngine(Engine):
 
     def parse_log(self, log: bytes, debug_pattern: str, patched: Sequence[str] = ()) -> LogReport:
         found = logs.parse_log_bytes(log, debug_pattern, patched)
-        return LogReport(series=tuple(series(found)), debug_lines=found.debug_lines, diagnosis=found.diagnosis,
+        diagnosis = found.diagnosis
+        if diagnosis is not None and diagnosis.kind == logs.PATCHED_MODULE_IMPORT:
+            diagnosis = dataclasses.replace(diagnosis, decisive=True)
+        return LogReport(series=tuple(series(found)), debug_lines=found.debug_lines, diagnosis=diagnosis,
                          ready=found.ready, launch_args=found.server_args, measures=tuple(log_measures(found)))
 
     def excerpt_pattern(self, debug_pattern: str) -> str | None:
@@ -93,10 +104,25 @@ class SglangEngine(Engine):
         histograms = (Histogram(CORRECT_DRAFTS, tuple(counts), "meta_info", CORRECT_DRAFTS_NOTE),) if counts else ()
         return Measures(values, histograms)
 
+    def imported_launch(self, launch_args: str | None, where: str) -> tuple[dict[str, object], str, list[str]]:
+        params, command, warnings = imported.launch_of(launch_args, where)
+        return dict(params), command, warnings
+
     def version_files(self) -> tuple[str, ...]:
-        # `_version.py` is written at build time since about 0.5.9, when `version.py` holds only a
-        # `0.0.0.dev0` fallback
-        return ("_version.py", "version.py")
+        return VERSION_FILES
+
+    async def check_launch(self, session: HostSession, script: str, template: Path, say: Say, label: str) -> None:
+        await hostflags.check_launch(session.conn, session.host, session.packages, script, template, say, label)
+
+    async def launch_findings(self, session: HostSession, script: str, template: Path) -> list[dict[str, str]]:
+        found = await hostflags.flag_set(session.conn, session.host, session.packages)
+        return hostflags.findings(flags.check(script, found) if found else [], template, script)
+
+    async def preflight(self, session: HostSession, params: Mapping[str, object], env: Mapping[str, str],
+                        patches: tuple[PatchDef, ...], overlay: Mapping[str, Path] | None,
+                        allow: tuple[str, ...]) -> list[Finding]:
+        return await preflight_run.findings_for(session.conn, session.host, dict(params), dict(env), patches,
+                                                dict(overlay) if overlay else None, session.packages, allow=allow)
 
     def rehearsal(self) -> Rehearsal:
         return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,

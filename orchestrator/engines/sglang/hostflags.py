@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from orchestrator.core import shell
 from orchestrator.host.push import cache_root
-from orchestrator.host.session import package_dir, sglang_version
+from orchestrator.host.session import package_dir, package_version
+from . import PACKAGE, VERSION_FILES
 from . import flags
 from orchestrator.errors import SpecError
 
@@ -28,14 +29,14 @@ def cache_dir() -> Path:
 
 async def flag_set(conn: Any, host: Any, packages: dict[str, str]) -> flags.FlagSet | None:
     """The flag set of the host's SGLang (None when the host has none); one round trip when cached."""
-    folder = await package_dir(conn, host, packages)
+    folder = await package_dir(conn, host, packages, PACKAGE)
     if folder is None:
         return None
     listing = (await conn.run(shell.flag_sources(folder, flags.SOURCE_FILES))).out
     hashes = sorted(line.split(None, 1)[::-1] for line in listing.splitlines() if line.strip())
     if not hashes:
         return None
-    version = await sglang_version(conn, folder)
+    version = await package_version(conn, folder, VERSION_FILES)
     key = hashlib.sha256(json.dumps(hashes).encode()).hexdigest()[:16]
     cached = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', version)}-{key}.json"
     if cached.is_file():

@@ -14,7 +14,7 @@ import re
 
 from . import capture, vocab
 from .facts import LAYERS, LLAMA_DRAFT, MIDLAYER, Capture, Facts, aux_count, config_value, version_tuple
-from orchestrator.engines.finding import ERROR, INFO, WARNING, Finding
+from orchestrator.engines.finding import ERROR, INFO, WARNING, Finding, acknowledged, blocking, errors  # noqa: F401 (re-exported)
 from .source import METHOD as CAPTURE_METHOD
 from .vocab import d2t_form
 
@@ -66,21 +66,6 @@ def check(facts: Facts) -> list[Finding]:
     keys = _keys(facts) if arch == LLAMA_DRAFT else _layer_present(facts)
     return [*weights, *(keys + _fc(facts) if read else []), *capture.check(facts), *vocab.check(facts, read),
             *_context(facts), *_flags(facts)]
-
-
-def errors(findings: list[Finding]) -> list[Finding]:
-    return [f for f in findings if f.severity == ERROR]
-
-
-def blocking(findings: list[Finding], allow: tuple[str, ...] | list[str] | set[str] = ()) -> list[Finding]:
-    """The errors that stop a run: every error whose code the experiment does not allow."""
-    return [f for f in errors(findings) if f.code not in set(allow)]
-
-
-def acknowledged(findings: list[Finding], allow: tuple[str, ...] | list[str] | set[str] = ()) -> list[Finding]:
-    """The findings with each allowed error marked so (it is still reported and stored)."""
-    allowed = set(allow)
-    return [dataclasses.replace(f, allowed=True) if f.severity == ERROR and f.code in allowed else f for f in findings]
 
 
 def _weights(facts: Facts) -> list[Finding]:

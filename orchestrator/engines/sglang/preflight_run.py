@@ -2,8 +2,7 @@
 names and shapes by ranged reads, see preflight_weights.py) and the host's installed SGLang source
 (see preflight_source.py) over any Connection, then hands them to the pure `engines.sglang.preflight`.
 
-`gate` is the one call a run makes: findings stored with the run, errors stop it (exit 2)
-before any patch or launch, unless the experiment allows their code (`preflight: {allow: [...]}`).
+`findings_for` is what the engine's `preflight` answers; `run/preflight.py` stores and judges them.
 """
 
 from __future__ import annotations
@@ -14,16 +13,16 @@ from typing import Any
 
 from . import preflight_source, preflight_weights
 from orchestrator.core import shell
-from orchestrator.host.session import package_dir, sglang_version
+from orchestrator.host.session import package_dir, package_version
+from . import PACKAGE, VERSION_FILES
 from . import preflight
 from .preflight import Facts, Finding
 from .source import EMBED_HEAD, METHOD
-from .preflight_weights import PreflightError
 from orchestrator.core.spec import PatchDef
 
 SPECULATIVE = ("EAGLE3", "EAGLE", "NEXTN")  # NEXTN runs as EAGLE
 
-__all__ = ["PreflightError", "HostFiles", "described", "findings_for", "gate", "stop_on_errors"]
+__all__ = ["HostFiles", "findings_for"]
 
 
 class HostFiles:
@@ -81,10 +80,10 @@ async def findings_for(conn: Any, host: Any, params: dict[str, Any], env: dict[s
     draft_cfg = await _config(files, str(draft_path))
     if isinstance(target_cfg, Finding) or isinstance(draft_cfg, Finding):
         return preflight.acknowledged([f for f in (target_cfg, draft_cfg) if isinstance(f, Finding)], allow)
-    sglang = await package_dir(conn, host, packages if packages is not None else {})
+    sglang = await package_dir(conn, host, packages if packages is not None else {}, PACKAGE)
     version = src = sources = target = capture = embed_head = None
     if sglang:
-        version = await sglang_version(conn, sglang)
+        version = await package_version(conn, sglang, VERSION_FILES)
         src, sources, target = await preflight_source.host_source(
             conn, sglang, _archs(target_cfg), _archs(draft_cfg))
         if target:
@@ -116,39 +115,3 @@ async def _config(files: HostFiles, folder: str) -> dict[str, Any] | Finding:
         return Finding(preflight.ERROR, "config-invalid", f"{folder}/config.json is not JSON: {exc}",
                        "SGLang cannot load the model", "fix or re-export config.json")
     return data if isinstance(data, dict) else {}
-
-
-async def gate(spec: Any, plan: Any, session: Any, store: Any, run: Any, report: Any, context: dict[str, Any]) -> None:
-    """The run's preflight: findings stored and reported; errors raise before any patch or launch,
-    except those the experiment allows (still reported and stored, marked allowed)."""
-    from orchestrator.store.database import FindingRow
-
-    label = f"{plan.variant}@{session.host.name}"
-    if not getattr(spec, "preflight", True):
-        store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")
-        report(label, "preflight skipped (--no-preflight)")
-        return
-    allow = tuple(getattr(plan, "allow", ()))
-    findings = await findings_for(session.conn, session.host, context["params"], context["env"], plan.patches,
-                                  packages=session.packages, allow=allow)
-    store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
-    for f in findings:
-        report(label, described(f))
-    stop_on_errors(findings, allow, label)
-    allowed = sum(f.allowed for f in findings)
-    store.event(run, "preflight", f"{len(findings)} finding(s), no errors" if not allowed else
-                f"{len(findings)} finding(s), {allowed} allowed error(s) ({', '.join(allow)})")
-
-
-def described(finding: Finding) -> str:
-    """A finding as a run (or its dry run) reports it: `preflight SEVERITY: what`, then why and fix."""
-    return (f"preflight {finding.severity.upper()}{' (allowed)' if finding.allowed else ''}: {finding.what}\n"
-            f"why: {finding.why}\nfix: {finding.fix}")
-
-
-def stop_on_errors(findings: list[Finding], allow: tuple[str, ...], label: str) -> None:
-    """Raise, naming the first, when an error is not in `allow`."""
-    bad = preflight.blocking(findings, allow)
-    if bad:
-        raise PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: {bad[0].what}; "
-                             f"fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")

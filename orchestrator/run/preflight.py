@@ -1,0 +1,47 @@
+"""The run's preflight, whatever the engine: its findings stored with the run and reported, its
+errors stopping the run (exit 2) before any patch or launch unless the experiment allows their
+code (`preflight: {allow: [...]}`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.core.spec import RunPlan, Spec
+from orchestrator.engines.base import Engine
+from orchestrator.engines.finding import Finding, blocking
+from orchestrator.errors import PreflightError
+from orchestrator.host.session import HostSession
+from orchestrator.store.database import FindingRow, Run, Store
+
+
+async def gate(engine: Engine, spec: Spec, plan: RunPlan, session: HostSession, store: Store, run: Run,
+               report: Any, context: dict[str, Any]) -> None:
+    """Findings stored and reported; errors raise, except those the experiment allows (still
+    reported and stored, marked allowed)."""
+    label = f"{plan.variant}@{session.host.name}"
+    if not spec.preflight:
+        store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")
+        report(label, "preflight skipped (--no-preflight)")
+        return
+    findings = await engine.preflight(session, context["params"], context["env"], plan.patches, None, plan.allow)
+    store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
+    for f in findings:
+        report(label, described(f))
+    stop_on_errors(findings, plan.allow, label)
+    allowed = sum(f.allowed for f in findings)
+    store.event(run, "preflight", f"{len(findings)} finding(s), no errors" if not allowed else
+                f"{len(findings)} finding(s), {allowed} allowed error(s) ({', '.join(plan.allow)})")
+
+
+def described(finding: Finding) -> str:
+    """A finding as a run (or its dry run) reports it: `preflight SEVERITY: what`, then why and fix."""
+    return (f"preflight {finding.severity.upper()}{' (allowed)' if finding.allowed else ''}: {finding.what}\n"
+            f"why: {finding.why}\nfix: {finding.fix}")
+
+
+def stop_on_errors(findings: list[Finding], allow: tuple[str, ...], label: str) -> None:
+    """Raise, naming the first, when an error is not in `allow`."""
+    bad = blocking(findings, allow)
+    if bad:
+        raise PreflightError(f"preflight: {len(bad)} error(s) in the checkpoints of {label}: {bad[0].what}; "
+                             f"fix: {bad[0].fix} (`orch run --no-preflight` runs anyway)")
