@@ -115,8 +115,8 @@ KILLER = """
 import asyncio, json, os, signal, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from orchestrator import push
-from orchestrator.inventory import Host
+from orchestrator.host import push
+from orchestrator.core.inventory import Host
 from orchestrator.remote import connect
 
 fields, src, dest, cache, kill_after, reconnect = json.loads(sys.argv[2])

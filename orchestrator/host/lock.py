@@ -23,6 +23,7 @@ from orchestrator.core import shell
 from orchestrator.core.clock import now
 from orchestrator.errors import HostError
 from orchestrator.remote import Connection
+from orchestrator.remote.base import command_failed
 
 LEASE_SECONDS = 60.0
 RENEWALS_PER_LEASE = 4
@@ -90,8 +91,8 @@ class HostLock:
         for _ in range(TAKE_ATTEMPTS):
             done = await self.conn.run(shell.lock_take(self.path, _encode(self.owner)))
             if shell.LOCK_MARKER not in done.out:
-                raise HostError(f"{self.conn.host.name}: cannot create {self.path}: {done.err.strip()}; "
-                                f"check that the host's workdir is writable")
+                raise command_failed(done, f"{self.conn.host.name}: cannot create {self.path}: {done.err.strip()}; "
+                                           f"check that the host's workdir is writable")
             holder = _parse_state(done.out)
             if holder is None:  # taken
                 return broken

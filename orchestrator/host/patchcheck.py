@@ -15,15 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core import shell
-from orchestrator.errors import HostError, PatchError
+from orchestrator.errors import PatchCompileError, PatchError
+from orchestrator.remote.base import command_failed
 from orchestrator.core.spec import PatchDef
 
 Prepared = tuple[PatchDef, str, bytes, bytes]  # patch, file on the host, text before, text after
 WHY = "SGLang skips a model module that fails to import, with only a warning: the models it defines go missing"
-
-
-class PatchCompileError(PatchError):
-    """A patch leaves a Python file that no longer compiles (exit 2, nothing changed)."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +46,7 @@ async def broken(conn: Any, host: Any, prepared: list[Prepared]) -> list[Broken]
         raise PatchError(f"{host.name}: python {host.python} not found; set the host's `python:` in the inventory")
     if not done.ok:
         said = (done.err or done.out).strip().splitlines()[-1:] or ["no output"]
-        raise HostError(f"{host.name}: {host.python} could not check the patched files: {said[0]}")
+        raise command_failed(done, f"{host.name}: {host.python} could not check the patched files: {said[0]}")
     failed = {row[0]: (row[1], row[2]) for row in map(json.loads, _rows(done.out))}
     by_file: dict[str, list[int]] = {}
     for i, file, _ in states:

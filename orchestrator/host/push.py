@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.core import shell
-from orchestrator.errors import HostError
 from orchestrator.remote import Connection
+from orchestrator.remote.base import command_failed
 
 HOST_MANIFEST = ".orch-manifest.json"
 PART_SUFFIX = ".orch-part"
@@ -132,7 +132,7 @@ async def push(conn: Connection, folder: Path, dest: str, *, cache: Path | None 
     folders = sorted({posixpath.dirname(f"{dest}/{e.path}") for e in todo} | {dest})
     made = await conn.run(shell.mkdir(*folders))
     if not made.ok:
-        raise HostError(f"{conn.host.name}: cannot create {dest}: {made.err.strip()}; check the path and its owner")
+        raise command_failed(made, f"{conn.host.name}: cannot create {dest}: {made.err.strip()}; check the path and its owner")
     offsets = dict(zip([e.path for e in todo], await asyncio.gather(
         *(_resume_offset(conn, folder / e.path, f"{dest}/{e.path}", e) for e in todo))))
     if progress:
@@ -225,7 +225,7 @@ async def _send(conn: Connection, local: Path, final: str, entry: Entry, offset:
         await _copy_by_commands(conn, local, part, offset, advance)
     moved = await conn.run(shell.move(part, final))
     if not moved.ok:
-        raise HostError(f"{conn.host.name}: could not move {part} to {final}: {moved.err.strip()}")
+        raise command_failed(moved, f"{conn.host.name}: could not move {part} to {final}: {moved.err.strip()}")
 
 
 def _copy_local(source: Path, target: Path, offset: int, advance: Callable[[int], None] | None) -> None:
@@ -254,7 +254,8 @@ async def _copy_by_commands(conn: Connection, local: Path, part: str, offset: in
                 break
             done = await conn.run(shell.write_stdin(part, append), input=chunk)
             if not done.ok:
-                raise HostError(f"{conn.host.name}: could not write {part}: {done.err.strip()}; check free space and the owner")
+                raise command_failed(done, f"{conn.host.name}: could not write {part}: {done.err.strip()}; "
+                                           "check free space and the owner")
             append = True
             if advance and chunk:
                 advance(len(chunk))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from orchestrator.core import shell
 from orchestrator.engines.sglang import rehearsal as sim
-from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
 from orchestrator.remote import Connection
+from orchestrator.remote.base import command_failed
 
 STAMP = ".orch-stamp"
 MAKER = sim.SIM_DIR / "make_checkpoints.py"  # the demo checkpoints, made on the host by the stand-in's teacher
@@ -47,8 +47,8 @@ async def install(conn: Connection, host: Host) -> str:
         shell.run_python(host.python, f"{folder}/make_checkpoints.py", f"{folder}/checkpoints"), timeout=300
     )
     if not made.ok:
-        raise HostError(
-            f"{host.name}: could not make the rehearsal checkpoints with {host.python}: "
+        raise command_failed(
+            made, f"{host.name}: could not make the rehearsal checkpoints with {host.python}: "
             f"{(made.err or made.out).strip().splitlines()[-1:] or ['no output']}; the rehearsal needs Python >= 3.11 with numpy"
         )
     await conn.write_file(f"{folder}/{STAMP}", (want + "\n").encode())

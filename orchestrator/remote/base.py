@@ -6,22 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.errors import HostError
+from orchestrator.errors import LinkLost, RemoteCommandError, Unreachable
 from orchestrator.core.inventory import Host
 
-
-class Unreachable(HostError):
-    """The host did not answer or refused the connection: worth trying again later (not a key or
-    login problem, which waiting does not fix)."""
-
-
-class LinkLost(Unreachable):
-    """An open connection dropped. `started`: the operation may have begun on the host before the
-    link went, so only an idempotent one may be sent again."""
-
-    def __init__(self, message: str, *, started: bool):
-        super().__init__(message)
-        self.started = started
+__all__ = ["Completed", "Connection", "FileStat", "LinkLost", "Unreachable", "command_failed"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +32,12 @@ class Completed:
     @property
     def err(self) -> str:
         return self.stderr.decode(errors="replace")
+
+
+def command_failed(done: Completed, message: str) -> RemoteCommandError:
+    """The error for a command that failed: `message` says what and what to do; the command, its
+    exit status and its stderr come along as evidence for whoever handles it."""
+    return RemoteCommandError(message, command=done.command, exit_status=done.exit_status, stderr=done.err)
 
 
 @dataclass(frozen=True)

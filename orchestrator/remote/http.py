@@ -13,11 +13,10 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from orchestrator.errors import HTTPError
+
+__all__ = ["HTTPError", "get", "post_json", "request"]
 MAX_HEADER_BYTES = 64 << 10
-
-
-class HTTPError(Exception):
-    """The request did not get an answer (refused, cut, timed out, not HTTP), or a non-200 one."""
 
 
 async def get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:

@@ -15,15 +15,16 @@ import functools
 import os
 import posixpath
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import asyncssh
 
 from orchestrator.core import shell
 from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
-from .base import Completed, FileStat, LinkLost
+from .base import Completed, FileStat, LinkLost, command_failed
 from .dial import CONNECT_TIMEOUT, connect, reason as _reason, target as _target
 
 CHANNELS = 8  # per connection, the SFTP channel included; stock sshd allows 10 (MaxSessions)
@@ -31,13 +32,17 @@ PUT_FILES_AT_ONCE = 16
 PUT_CHUNK = 8 * 2**20  # bytes read locally per round of parallel SFTP writes (put_file)
 SKIPPED_NAMES = ("__pycache__",)
 
+P = ParamSpec("P")
+R = TypeVar("R")
+Method = Callable[Concatenate["SSHConnection", P], Coroutine[Any, Any, R]]  # an async method
 
-def _watch_link(doing: str):
+
+def _watch_link(doing: str) -> Callable[[Method[P, R]], Method[P, R]]:
     """SFTP calls on a dropping link fail with socket errors or asyncssh disconnects, not SFTP
     statuses: report those as `LinkLost`, like every other operation."""
-    def wrap(method):
+    def wrap(method: Method[P, R]) -> Method[P, R]:
         @functools.wraps(method)
-        async def watched(self: "SSHConnection", *args, **kwargs):
+        async def watched(self: SSHConnection, /, *args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return await method(self, *args, **kwargs)
             except (ConnectionError, asyncssh.DisconnectError) as exc:
@@ -115,7 +120,8 @@ class SSHConnection:
             # asyncssh ends a command's channel without a status when the connection goes
             raise self._lost("finish a command", None, started=True)
         status = done.exit_status if done.exit_status is not None else -1
-        return Completed(command, status, done.stdout or b"", done.stderr or b"")
+        # encoding=None: asyncssh hands bytes (its completed-process type covers text too)
+        return Completed(command, status, cast(bytes, done.stdout or b""), cast(bytes, done.stderr or b""))
 
     # -- files ----------------------------------------------------------------------------
 
@@ -270,7 +276,8 @@ class SSHConnection:
         except asyncssh.SFTPOpUnsupported:  # servers without the OpenSSH extension: mv is still atomic
             moved = await self.run(shell.move(tmp, target))
             if not moved.ok:
-                raise HostError(f"{self.host.name}: could not move {tmp} over {target}: {moved.err.strip()}") from None
+                raise command_failed(moved, f"{self.host.name}: could not move {tmp} over {target}: "
+                                            f"{moved.err.strip()}") from None
 
     def _file_error(self, verb: str, path: str, exc: asyncssh.SFTPError) -> Exception:
         if isinstance(exc, asyncssh.SFTPConnectionLost) or self._conn.is_closed():
@@ -287,7 +294,7 @@ class SSHConnection:
                         started=started)
 
 
-def _stop(process: asyncssh.SSHClientProcess) -> None:
+def _stop(process: asyncssh.SSHClientProcess[bytes]) -> None:
     """Ask sshd to end a command we gave up on (OpenSSH >= 7.9 honours channel signals). TERM, not
     KILL: the host's `timeout` (see `shell.in_bash`) passes it on to every process of the command."""
     try:

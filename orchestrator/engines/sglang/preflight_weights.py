@@ -11,15 +11,11 @@ import numpy as np
 
 from orchestrator.engines import safetensors, torchbin
 from orchestrator.engines.safetensors import TensorInfo
-from orchestrator.errors import SpecError
+from orchestrator.errors import PreflightError
 
 VOCAB_TENSORS = ("d2t", "t2d")
 NOT_WEIGHTS = ("training_args.bin", "optimizer.bin")  # what SGLang's loader leaves out of a *.bin folder
 MAX_VOCAB_BYTES = 64 * 2**20  # a d2t/t2d beyond this is not a vocabulary map; its shape is checked, not its values
-
-
-class PreflightError(SpecError):
-    """The preflight found errors: the run would fail, or silently measure nothing."""
 
 
 class Files(Protocol):
