@@ -4,7 +4,7 @@ PYTHON  ?= python3
 BIN      = $(VENV)/bin
 ORCH     = $(BIN)/orch
 
-.PHONY: setup system-deps demo test bench clean
+.PHONY: setup system-deps demo test typecheck bench clean
 
 setup: $(VENV)/.installed
 
@@ -26,7 +26,11 @@ demo: setup
 	$(ORCH) run experiments/eagle_debug.yaml
 	$(ORCH) diff
 
-test: setup system-deps
+# mypy --strict on what pyproject.toml's [tool.mypy] names (the pure core, the transports, the engine seam)
+typecheck: setup
+	$(BIN)/python -m mypy
+
+test: setup system-deps typecheck
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: setup

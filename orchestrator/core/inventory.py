@@ -85,14 +85,12 @@ class Inventory:
 def load(path: Path) -> Inventory:
     data = yamlfile.load(path)
     yamlfile.check_keys(data, {"hosts"}, "the inventory")
-    hosts_data = data.get("hosts") or {}
-    yamlfile.require_mapping(hosts_data, data.where("hosts"), "`hosts`")
+    hosts_data = yamlfile.require_mapping(data.get("hosts") or {}, data.where("hosts"), "`hosts`")
     hosts = {}
     for name, body in hosts_data.items():
         names.identifier(name, hosts_data.where(name), "host name", "rename the host")
         body = body if body is not None else yamlfile.Located(source=str(path), line=hosts_data.line_of(name))
-        yamlfile.require_mapping(body, hosts_data.where(name), f"host '{name}'")
-        hosts[name] = _host(name, body)
+        hosts[name] = _host(name, yamlfile.require_mapping(body, hosts_data.where(name), f"host '{name}'"))
     return Inventory(path, hosts)
 
 
@@ -113,8 +111,7 @@ def _host(name: str, body: yamlfile.Located) -> Host:
     port = body.get("port")
     if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536):
         raise SpecError(f"{body.where('port')}: host '{name}' port must be 1-65535")
-    env = body.get("env") or {}
-    yamlfile.require_mapping(env, body.where("env"), f"host '{name}' env")
+    env = yamlfile.require_mapping(body.get("env") or {}, body.where("env"), f"host '{name}' env")
     for key, value in env.items():
         if not ENV_NAME.match(str(key)):
             raise SpecError(f"{env.where(key)}: {key!r} is not a valid environment variable name")

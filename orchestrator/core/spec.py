@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,7 @@ def load(path: Path) -> Spec:
     )
 
 
-def expand(spec: Spec, overrides: list[str] = (), variants: tuple[str, ...] = ()) -> list[RunPlan]:
+def expand(spec: Spec, overrides: Sequence[str] = (), variants: tuple[str, ...] = ()) -> list[RunPlan]:
     """Variants x matrix x repeats, in file order; `--set` overrides applied last."""
     params_set, env_set = parse_overrides(overrides)
     chosen = [v for v in spec.variants if not variants or v.name in variants]
@@ -197,7 +198,7 @@ def expand(spec: Spec, overrides: list[str] = (), variants: tuple[str, ...] = ()
     return plans
 
 
-def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def parse_overrides(items: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """`key=value` into params (see `literal`); `env.NAME=value` into env."""
     params: dict[str, Any] = {}
     env: dict[str, str] = {}
@@ -259,8 +260,7 @@ def _mapping(data: Located, key: str) -> Located:
     value = data.get(key)
     if value is None:
         return Located(source=data.source, line=data.line_of(key))
-    yamlfile.require_mapping(value, data.where(key), f"`{key}`")
-    return value
+    return yamlfile.require_mapping(value, data.where(key), f"`{key}`")
 
 
 def _names(data: Located, key: str) -> tuple[str, ...]:
@@ -490,7 +490,7 @@ def _checkpoints(data: Located, path: Path) -> tuple[CheckpointDef, ...]:
         where = body.where()
         yamlfile.check_keys(body, {"name", "src", "dest", "transform"}, "checkpoint")
         name, src, dest = body.get("name"), body.get("src"), body.get("dest")
-        if not all(isinstance(v, str) and v for v in (name, src, dest)):
+        if not (isinstance(name, str) and name and isinstance(src, str) and src and isinstance(dest, str) and dest):
             raise SpecError(f"{where}: a checkpoint needs `name`, `src` (a local folder) and `dest` (a host path)")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in found:
             raise SpecError(f"{where}: checkpoint name {name!r} must be a unique identifier (templates use checkpoints.{name})")
@@ -506,7 +506,7 @@ def _transforms(body: Located, name: str) -> tuple[dict[str, Any], ...]:
     where = body.where("transform")
     if not isinstance(items, list):
         raise SpecError(f"{where}: checkpoint '{name}': `transform` must be a list, e.g. [d2t_to_offsets]")
-    result = []
+    result: list[dict[str, Any]] = []
     for item in items:
         kind, value = item, None
         if isinstance(item, dict) and len(item) == 1:

@@ -11,7 +11,7 @@ import yaml
 from orchestrator.errors import SpecError
 
 
-class Located(dict):
+class Located(dict[str, Any]):
     """A mapping from a YAML file; `line_of(key)` gives the 1-based line a key was written on."""
 
     def __init__(self, *args: Any, source: str = "?", line: int = 0):
@@ -108,9 +108,9 @@ def loads(text: str, source: str) -> Located:
         data = loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        line = f":{mark.line + 1}" if mark else ""
+        at = f":{mark.line + 1}" if mark else ""
         hint = "; indent with spaces, not tabs" if "\t" in _line(text, mark) else ""
-        raise SpecError(f"{source}{line}: YAML syntax error: {exc.problem}{hint}") from None
+        raise SpecError(f"{source}{at}: YAML syntax error: {exc.problem}{hint}") from None
     except yaml.YAMLError as exc:  # a reader error (a control character) carries no problem mark
         raise SpecError(f"{source}: not valid YAML text: {' '.join(str(exc).split())}") from None
     finally:
@@ -127,10 +127,12 @@ def _line(text: str, mark: Any) -> str:
     return lines[mark.line] if mark is not None and 0 <= mark.line < len(lines) else ""
 
 
-def require_mapping(value: Any, where: str, what: str) -> Located:
+def require_mapping(value: object, where: str, what: str) -> Located:
+    if isinstance(value, Located):
+        return value
     if not isinstance(value, dict):
         raise SpecError(f"{where}: {what} must be a mapping (key: value), got {type(value).__name__}")
-    return value  # type: ignore[return-value]
+    return Located(value)  # a default orch wrote itself (`or {}`): no lines to remember
 
 
 def check_keys(data: Located, allowed: set[str], what: str) -> None:

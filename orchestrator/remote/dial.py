@@ -10,6 +10,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass
+from typing import Any, cast
 
 import asyncssh
 
@@ -30,7 +31,8 @@ async def connect(host: Host, timeout: float | None) -> asyncssh.SSHClientConnec
     trust = Trust.for_host(host)
     address = host.address or host.name
     config = _read_config(host, address, _where(host))
-    jump = await _open_jumps(host, trust, host.proxy_jump or config.tunnel, timeout)
+    # the ssh config's ProxyJump: text or None (asyncssh types the option for every kind of tunnel)
+    jump = await _open_jumps(host, trust, host.proxy_jump or cast(str | None, config.tunnel), timeout)
     verdict = Verdict()
     settings = {**_where(host), **_unset_by_config(config, timeout), **_options(host, trust, verdict),
                 **_login(host), "tunnel": jump}
@@ -43,7 +45,7 @@ async def connect(host: Host, timeout: float | None) -> asyncssh.SSHClientConnec
     return conn
 
 
-async def _handshake(host: Host, target: str, address: str, settings: dict,
+async def _handshake(host: Host, target: str, address: str, settings: dict[str, Any],
                      verdict: Verdict) -> asyncssh.SSHClientConnection:
     """One handshake with `address` (`target` names it in errors), retried with backoff while it
     refuses or resets us."""
@@ -159,7 +161,7 @@ async def _close_quietly(conn: asyncssh.SSHClientConnection | None) -> None:
 # -- settings -----------------------------------------------------------------------------
 
 
-def _read_config(host: Host, address: str, where: dict) -> asyncssh.SSHClientConnectionOptions:
+def _read_config(host: Host, address: str, where: dict[str, Any]) -> asyncssh.SSHClientConnectionOptions:
     """The ssh config's settings for `address`, read without keys or known_hosts: cheap, no thread."""
     try:
         return asyncssh.SSHClientConnectionOptions(host=address, **where, client_keys=None, known_hosts=None,
@@ -169,11 +171,11 @@ def _read_config(host: Host, address: str, where: dict) -> asyncssh.SSHClientCon
                         f"`ssh_config:` and `proxy_jump:` in the inventory") from None
 
 
-def _unset_by_config(config: asyncssh.SSHClientConnectionOptions, timeout: float | None) -> dict:
+def _unset_by_config(config: asyncssh.SSHClientConnectionOptions, timeout: float | None) -> dict[str, Any]:
     """orch's keepalive and handshake timeout where the ssh config sets none (its
     ServerAliveInterval, ServerAliveCountMax and ConnectTimeout win, as users expect); an explicit
     `timeout` above both."""
-    unset: dict = {}
+    unset: dict[str, Any] = {}
     if not config.keepalive_interval:
         unset.update(keepalive_interval=KEEPALIVE, keepalive_count_max=KEEPALIVE_COUNT)
     if timeout is not None or config.connect_timeout is None:
@@ -181,7 +183,7 @@ def _unset_by_config(config: asyncssh.SSHClientConnectionOptions, timeout: float
     return unset
 
 
-def _where(host: Host) -> dict:
+def _where(host: Host) -> dict[str, Any]:
     """Where to connect: the ssh config to read and the port, when the inventory says."""
     where = _config_file(host)
     if host.port:
@@ -189,11 +191,11 @@ def _where(host: Host) -> dict:
     return where
 
 
-def _config_file(host: Host) -> dict:
+def _config_file(host: Host) -> dict[str, Any]:
     return {"config": [os.path.expanduser(host.ssh_config)]} if host.ssh_config else {}
 
 
-def _options(host: Host, trust: Trust, verdict: Verdict, *, jump: bool = False) -> dict:
+def _options(host: Host, trust: Trust, verdict: Verdict, *, jump: bool = False) -> dict[str, Any]:
     return {
         "known_hosts": trust.known(),
         "client_factory": lambda: HostKeyChecker(host, trust, verdict, jump=jump),
@@ -202,8 +204,8 @@ def _options(host: Host, trust: Trust, verdict: Verdict, *, jump: bool = False) 
     }
 
 
-def _login(host: Host) -> dict:
-    login: dict = {}
+def _login(host: Host) -> dict[str, Any]:
+    login: dict[str, Any] = {}
     if host.user:
         login["username"] = host.user
     if host.identity:

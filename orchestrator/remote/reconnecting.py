@@ -27,14 +27,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.core.clock import now
 from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
-from .base import Completed, FileStat, LinkLost, Unreachable
+from .base import Completed, Connection, FileStat, LinkLost, Reconnection, Unreachable
 
 T = TypeVar("T")
 Opener = Callable[[Host], Awaitable[Any]]  # an SSH-like connection: `forward` takes a local port
@@ -44,15 +43,9 @@ RECONNECT_BACKOFF = 0.5  # seconds before the second attempt, doubling up to the
 RECONNECT_BACKOFF_MAX = 4.0
 
 
-@dataclass(frozen=True)
-class Reconnection:
-    at: str  # when the link was reopened: UTC, ISO 8601 (as the store writes times)
-    reason: str  # why the old link was lost, without the leading host name
-
-
-def reconnections(conn: Any) -> Sequence[Reconnection]:
+def reconnections(conn: Connection) -> Sequence[Reconnection]:
     """The links a connection reopened so far, oldest first; a local connection has no link to lose."""
-    return getattr(conn, "reconnections", ())
+    return conn.reconnections
 
 
 class ReconnectingConnection:
@@ -102,12 +95,13 @@ class ReconnectingConnection:
 
     async def put_file(self, local: Path, path: str, offset: int = 0,
                        advance: Callable[[int], None] | None = None) -> None:
-        """The SSH transport's resumable upload (push.py looks for it): writes at fixed offsets, so
-        resending after a drop rewrites the same bytes (progress may count a chunk twice)."""
+        """Writes at fixed offsets, so resending after a drop rewrites the same bytes (progress may
+        count a chunk twice)."""
         await self._call(lambda c: c.put_file(local, path, offset, advance), resend=True)
 
     async def forward(self, remote_port: int) -> tuple[str, int]:
-        address = await self._call(lambda c: c.forward(remote_port, self._forwards.get(remote_port, 0)), resend=True)
+        address: tuple[str, int] = await self._call(
+            lambda c: c.forward(remote_port, self._forwards.get(remote_port, 0)), resend=True)
         self._forwards[remote_port] = address[1]
         return address
 
@@ -180,10 +174,12 @@ class ReconnectingConnection:
 
     async def _forward_again(self, fresh: Any, remote_port: int, local_port: int) -> int:
         """The same local port if it is still free (it normally is: the old listener closed with its connection)."""
+        address: tuple[str, int]
         try:
-            return (await fresh.forward(remote_port, local_port))[1]
+            address = await fresh.forward(remote_port, local_port)
         except HostError:
-            return (await fresh.forward(remote_port, 0))[1]
+            address = await fresh.forward(remote_port, 0)
+        return address[1]
 
 
 def _reason(exc: BaseException, host: Host) -> str:
