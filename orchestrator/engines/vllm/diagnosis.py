@@ -23,7 +23,7 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
   `vllm/config/__init__.py:2353`) and `Model does not support EAGLE3 interface but
   aux_hidden_state_outputs was requested` (0.10.1.1 `vllm/v1/worker/gpu_model_runner.py:2003`,
   0.33.0 `:5175`)
-- `draft-arch-unsupported`: `Model architectures ['EagleLlamaForCausalLMEagle3'] are not supported for
+- `arch-unsupported`: `Model architectures ['EagleLlamaForCausalLMEagle3'] are not supported for
   now.` (`vllm/model_executor/models/registry.py:498` 0.10.1.1, `:1250` 0.33.0): method `eagle`
   renames an EAGLE-3 draft's architecture to `Eagle` + name (`transformers_utils/configs/eagle.py:53`)
 - `draft-weights`: `Attempted to load weight (torch.Size([64, 128])) into parameter (torch.Size([64,
@@ -38,22 +38,16 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable
 
-
-@dataclass(frozen=True)
-class Diagnosis:
-    kind: str
-    summary: str  # one line: what happened and what to do
-    evidence: tuple[str, ...]  # the log lines that show it, most specific first
+from orchestrator.engines.base import Diagnosis
 
 
 # Literals one of which is on every line a signature needs: the log is searched for these only.
 NEEDLES: tuple[str, ...] = (
     "CUDA out of memory", "OutOfMemoryError", "No available memory for the cache blocks",
     "KV cache is needed", "Address already in use", "is greater than the derived max_model_len",
-    "is larger than the number of available GPUs", "Unable to load Ray", "validation error for SpeculativeConfig",
+    "is larger than the number of available GPUs", "Unable to load Ray", "Input should be 'ngram'",
     "Unsupported speculative method", "Invalid method", "Eagle3 is only supported", "does not support EAGLE3",
     "are not supported for now", "Attempted to load weight", "There is no module or parameter named",
     "KeyError", "error: unrecognized arguments", "error: argument", "Engine core initialization failed",
@@ -112,8 +106,8 @@ CHECKS: tuple[_Check, ...] = (
           lambda m: "The --speculative-config method is not one this vLLM knows"
                     + (f" (it accepts {m.group(1)})" if m.group(1) else f" ({m.group(2) or m.group(3)!r})")
                     + ": use \"eagle3\" for an EAGLE-3 draft."),
-    _rule("draft-arch-unsupported", r"Model architectures \[([^\]]*)\] are not supported for now",
-          lambda m: f"vLLM has no model class for the draft architecture {m.group(1)}"
+    _rule("arch-unsupported", r"Model architectures \[([^\]]*)\] are not supported for now",
+          lambda m: f"vLLM has no model class for the architecture {m.group(1)} (the target's or the draft's)"
                     + (": method \"eagle\" renames an EAGLE-3 draft to Eagle<name>; use \"method\": \"eagle3\"."
                        if "Eagle3" in m.group(1) and "'Eagle" in m.group(1) else
                        ": set the draft config's architectures to one this vLLM registers (e.g. "

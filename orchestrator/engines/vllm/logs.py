@@ -16,12 +16,12 @@ just before uvicorn starts; the route listing alone is not enough (the socket ma
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from collections.abc import Sequence
 
+from orchestrator.engines.base import DebugLine, Diagnosis, LogReport, Measure, SeriesPoint
 from orchestrator.engines.fields import parse_fields
 
-from .diagnosis import NEEDLES, Diagnosis, diagnose
+from .diagnosis import NEEDLES, diagnose
 from .stats import SPEC_HEADER, THROUGHPUT_HEADER, spec_row, throughput_row
 
 READY_LINE = "Application startup complete."
@@ -30,37 +30,40 @@ DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"
 HEAD_SIZE = 16 << 20
 TAIL_SIZE = 4 << 20
 LINES_AROUND = 2  # lines kept on each side of a needle (a raise prints its message on the next line)
-SPEC_SERIES, THROUGHPUT_SERIES = "spec_decoding", "throughput"
+SPEC_SERIES, THROUGHPUT_SERIES = "spec_decode", "throughput"
+LOG_SOURCE = "spec_decode_log"
 
 
-class DebugLine(NamedTuple):
-    text: str
-    fields: dict[str, str]
-
-
-@dataclass(frozen=True)
-class LogReport:
-    series: dict[str, tuple[dict[str, object], ...]]  # SPEC_SERIES, THROUGHPUT_SERIES: one row per line
-    debug_lines: tuple[DebugLine, ...]
-    diagnosis: Diagnosis | None
-    ready: bool
-    server_args: str | None  # the text after "non-default args: "
-
-
-def parse_log(log: bytes | str, debug_pattern: str = DEFAULT_DEBUG_PATTERN, patched_files: Iterable[str] = ()) -> LogReport:
-    """Everything known in a whole log. `patched_files` is accepted for the Engine protocol; vLLM
-    logs no per-module import failures to match them against."""
+def parse_log(log: bytes | str, debug_pattern: str = DEFAULT_DEBUG_PATTERN, patched: Sequence[str] = ()) -> LogReport:
+    """Everything known in a whole log. `patched` is accepted for the Engine seam; vLLM logs no
+    per-module import failures to match it against."""
     data = log.encode("utf-8", "replace") if isinstance(log, str) else bytes(log)
     spec = [spec_row(*_split(line, SPEC_HEADER)) for line in _lines(data, SPEC_HEADER)]
     throughput = [throughput_row(*_split(line, THROUGHPUT_HEADER)) for line in _lines(data, THROUGHPUT_HEADER)]
     args = _lines(data, ARGS_HEADER, first_only=True)
     return LogReport(
-        series={SPEC_SERIES: tuple(spec), THROUGHPUT_SERIES: tuple(throughput)},
+        series=tuple(_points(SPEC_SERIES, spec)) + tuple(_points(THROUGHPUT_SERIES, throughput)),
         debug_lines=tuple(_debug_lines(data, debug_pattern)),
         diagnosis=diagnose_bytes(data),
         ready=is_ready(data),
-        server_args=_split(args[0], ARGS_HEADER)[1] if args else None,
+        launch_args=_split(args[0], ARGS_HEADER)[1] if args else None,
+        measures=tuple(log_measures(spec)),
     )
+
+
+def _points(kind: str, rows: list[dict[str, object]]) -> list[SeriesPoint]:
+    return [SeriesPoint(kind, seq, row["time"] if isinstance(row["time"], str) else None,
+                        {k: v for k, v in row.items() if k != "time" and v is not None}) for seq, row in enumerate(rows)]
+
+
+def log_measures(spec: list[dict[str, object]]) -> list[Measure]:
+    """The whole run's accept length as the SpecDecoding lines print it: the mean of the intervals'
+    means (the lines carry no draft count, so intervals cannot be weighted; /metrics has the exact
+    counters)."""
+    means = [float(r["mean_accept_len"]) for r in spec if isinstance(r.get("mean_accept_len"), float)]
+    plain = sum(means) / len(means) if means else None
+    return [Measure("accept_len", plain, LOG_SOURCE, f"mean of {len(means)} SpecDecoding-line intervals"),
+            Measure("spec_decode_intervals", float(len(spec)), "orch")]
 
 
 def is_ready(log: bytes) -> bool:
@@ -144,3 +147,13 @@ def _literal(pattern: str) -> str | None:
             best, run = max(best, run, key=len), ""
     best = max(best, run, key=len).lstrip("-[]():. ")
     return best if len(best) >= 3 else None
+
+
+def host_grep_pattern(debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> str | None:
+    """An extended regex (`grep -E` on the host) for every line `parse_log` reads outside the log's
+    last TAIL_SIZE bytes; None when the debug pattern has no literal to search for."""
+    literal = _literal(debug_pattern)
+    if literal is None:
+        return None
+    return "|".join(re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", text)
+                    for text in (SPEC_HEADER, THROUGHPUT_HEADER, READY_LINE, ARGS_HEADER, literal, *NEEDLES))

@@ -1,0 +1,92 @@
+"""vLLM behind the engine seam: readiness, log, the OpenAI completions workload, /metrics, flags,
+and its rehearsal stand-in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.engines.base import (
+    HEADLINE, Diagnosis, Engine, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult, Say,
+    ServerState, WorkloadResult,
+)
+from orchestrator.errors import SpecError
+
+from . import client, flags, hostside, logs, rehearsal
+
+if TYPE_CHECKING:
+    from orchestrator.host.session import HostSession
+
+TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
+
+
+class VllmEngine(Engine):
+    name = "vllm"
+    package = hostside.PACKAGE
+    default_template = TEMPLATES / "vllm_launch.sh.j2"
+    health_path = "/health"  # 200 once the API server serves (0.10.1.1 api_server.py:446)
+    metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("draft_accept_rate", "draft acc", 3))
+    log_tail_size = logs.TAIL_SIZE
+
+    def is_ready(self, log: bytes) -> bool:
+        return logs.is_ready(log)
+
+    def diagnose(self, log: bytes, patched: Sequence[str] = ()) -> Diagnosis | None:
+        return logs.diagnose_bytes(log)
+
+    def parse_log(self, log: bytes, debug_pattern: str, patched: Sequence[str] = ()) -> LogReport:
+        return logs.parse_log(log, debug_pattern, patched)
+
+    def excerpt_pattern(self, debug_pattern: str) -> str | None:
+        return logs.host_grep_pattern(debug_pattern)
+
+    async def request(self, base_url: str, prompt: str, max_new_tokens: int, temperature: float) -> RequestResult:
+        return await client.complete(base_url, prompt, max_new_tokens, temperature)
+
+    async def server_state(self, base_url: str) -> ServerState:
+        return await client.scrape(base_url)
+
+    def measures(self, result: WorkloadResult, before: ServerState, after: ServerState, report: LogReport) -> Measures:
+        """accept_len from /metrics over the workload (after - before), then from the log lines."""
+        delta = client.counters(after).minus(client.counters(before))
+        note = "1 + delta(accepted) / delta(drafts) of vllm:spec_decode_* over the workload"
+        values = [Measure(HEADLINE, delta.accept_len(), "prometheus", note if delta.found else "no spec-decode counters"),
+                  Measure("draft_accept_rate", delta.draft_accept_rate(), "prometheus", "delta(accepted) / delta(draft tokens)")]
+        values += [Measure(f"accept_rate_pos{p}", rate, "prometheus") for p, rate in enumerate(delta.per_position_rates())]
+        wall = result.wall_seconds
+        values.append(Measure("output_tok_s", result.completion_tokens / wall if wall > 0 else None, "workload"))
+        return Measures((*values, *report.measures))
+
+    def version_files(self) -> tuple[str, ...]:
+        return hostside.VERSION_FILES
+
+    async def check_launch(self, session: HostSession, script: str, template: Path, say: Say, label: str) -> None:
+        found = await hostside.flag_set(session)
+        if found is None:
+            return
+        problems = flags.check(script, found)
+        if problems:
+            lines = flags.messages(problems, str(template), _read(template))
+            more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+            raise SpecError(f"{session.host.name}: {lines[0]}{more}; nothing on the host was changed")
+
+    async def launch_findings(self, session: HostSession, script: str, template: Path) -> list[dict[str, str]]:
+        found = await hostside.flag_set(session)
+        problems = flags.check(script, found) if found else []
+        return [{"severity": "error", "code": "flag-unknown" if p.closest or "has no flag" in p.message else "flag-value",
+                 "what": line, "why": p.message, "fix": f"use {' or '.join(p.closest)}" if p.closest else
+                 "see `vllm serve --help` of this release"}
+                for p, line in zip(problems, flags.messages(problems, str(template), _read(template)))]
+
+    def rehearsal(self) -> Rehearsal:
+        return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,
+                         rehearsal.CHECKPOINT_MAKER)
+
+
+def _read(template: Path) -> str:
+    try:
+        return template.read_text()
+    except OSError:
+        return ""
+

@@ -1,0 +1,32 @@
+"""SpeculativeConfig (vLLM 0.33.0, rehearsal): the method Literals and the `--speculative-config`
+fields the rehearsal honours (a subset of the real ones, all real names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MTPModelTypes = Literal["deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "qwen3_next_mtp", "mtp"]
+DFlashModelTypes = Literal["dflash"]
+EagleModelTypes = Literal["eagle", "eagle3", "extract_hidden_states", MTPModelTypes, DFlashModelTypes]
+SpeculativeMethod = Literal["ngram", "draft_model", "suffix", "custom_class", EagleModelTypes]
+
+
+@dataclass
+class SpeculativeConfig:
+    num_speculative_tokens: int | None = None
+    model: str | None = None
+    method: SpeculativeMethod | None = None
+    draft_tensor_parallel_size: int | None = None
+    quantization: str | None = None
+    max_model_len: int | None = None
+    revision: str | None = None
+    code_revision: str | None = None
+    disable_by_batch_size: int | None = None
+    prompt_lookup_max: int | None = None
+    prompt_lookup_min: int | None = None
+    speculative_token_tree: str | None = None
+
+
+def verify_eagle3_target(method: str | None, model_type: str) -> None:
+    """0.33.0 restricts EAGLE-3 targets by interface only (the model runner's supports_eagle3)."""

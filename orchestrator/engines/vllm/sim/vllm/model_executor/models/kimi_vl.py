@@ -1,0 +1,5 @@
+"""KimiVLForConditionalGeneration (rehearsal): no EAGLE-3 support, as in the real releases."""
+
+
+class KimiVLForConditionalGeneration:
+    pass
