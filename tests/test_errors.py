@@ -1,9 +1,13 @@
 """Errors carry their evidence as typed attributes: a server that died early hands its diagnosis
 up on the ServerError, a failed host command its command, exit status and stderr."""
+
 from __future__ import annotations
+
 import asyncio
 from pathlib import Path
+
 import pytest
+
 from orchestrator import errors
 from orchestrator.core.inventory import Host
 from orchestrator.host.lock import HostLock
@@ -12,6 +16,8 @@ from orchestrator.remote import connect
 
 def test_a_server_error_without_a_known_signature_has_no_diagnosis():
     assert errors.ServerError("not ready").diagnosis is None
+
+
 def test_a_failed_host_command_carries_command_exit_status_and_stderr(tmp_path: Path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the workdir must go")

@@ -76,11 +76,7 @@ async def check_all(hosts: list[Host], port: int = DEFAULT_PORT, timeout: float 
         return await check(by_name[conn.host.name], conn, port, timeout)
 
     async def opener(host: Host) -> Connection:
-        if host.transport != "ssh":
-            return await connect(host)
-        from orchestrator.remote.ssh import SSHConnection  # a shorter handshake timeout than a run's
-
-        return await SSHConnection.open(host, timeout=connect_timeout)
+        return await connect(host, timeout=connect_timeout)  # a shorter handshake timeout than a run's
 
     results = await fan_out(hosts, one, limit, opener=opener)
     return [r if not isinstance(r, OrchError) else HostFacts(host=name, reachable=False, error=str(r))

@@ -26,8 +26,6 @@ HOST_MANIFEST = ".orch-manifest.json"
 PART_SUFFIX = ".orch-part"
 FILES_AT_ONCE = 4
 HASH_CHUNK = 4 * 2**20
-COPY_CHUNK = 8 * 2**20
-COMMAND_CHUNK = 32 * 2**20  # per command when the transport has no file copy of its own
 HASH_BATCH = 200  # files per remote hashing command
 Progress = Callable[[str, int], None]  # ("total", bytes to move), ("advance", n)..., then ("end", 0) whatever happened
 
@@ -215,52 +213,10 @@ async def _resume_offset(conn: Connection, local: Path, final: str, entry: Entry
 
 async def _send(conn: Connection, local: Path, final: str, entry: Entry, offset: int, progress: Progress | None) -> None:
     part = part_name(final, entry)
-    advance = (lambda n: progress("advance", n)) if progress else None
-    put_file = getattr(conn, "put_file", None)
-    if put_file is not None:  # SFTP with many writes in flight
-        await put_file(local, part, offset, advance)
-    elif conn.host.transport == "local":
-        await asyncio.to_thread(_copy_local, local, Path(part), offset, advance)
-    else:
-        await _copy_by_commands(conn, local, part, offset, advance)
+    await conn.put_file(local, part, offset, (lambda n: progress("advance", n)) if progress else None)
     moved = await conn.run(shell.move(part, final))
     if not moved.ok:
         raise command_failed(moved, f"{conn.host.name}: could not move {part} to {final}: {moved.err.strip()}")
-
-
-def _copy_local(source: Path, target: Path, offset: int, advance: Callable[[int], None] | None) -> None:
-    with open(source, "rb") as src, open(target, "r+b" if offset else "wb") as out:
-        src.seek(offset)
-        out.seek(offset)
-        while chunk := src.read(COPY_CHUNK):
-            out.write(chunk)
-            if advance:
-                advance(len(chunk))
-        out.truncate()
-        out.flush()
-        os.fsync(out.fileno())
-
-
-async def _copy_by_commands(conn: Connection, local: Path, part: str, offset: int,
-                            advance: Callable[[int], None] | None) -> None:
-    """Any transport: the file in chunks on a command's standard input, appended to the part file
-    (whose first `offset` bytes were checked to be ours)."""
-    with open(local, "rb") as source:
-        source.seek(offset)
-        append = offset > 0
-        while True:
-            chunk = await asyncio.to_thread(source.read, COMMAND_CHUNK)
-            if not chunk and append:
-                break
-            done = await conn.run(shell.write_stdin(part, append), input=chunk)
-            if not done.ok:
-                raise command_failed(done, f"{conn.host.name}: could not write {part}: {done.err.strip()}; "
-                                           "check free space and the owner")
-            append = True
-            if advance and chunk:
-                advance(len(chunk))
-            if not chunk:
-                break
 
 
 async def _save_host_manifest(conn: Connection, dest: str, manifest: Manifest, have: dict[str, str],

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
-from .base import Completed, Connection, FileStat, LinkLost, Unreachable
+from .base import Completed, Connection, FileStat, LinkLost, Reconnection, Unreachable
 from .local import LocalConnection
 
-__all__ = ["Completed", "Connection", "FileStat", "LinkLost", "Unreachable", "connect"]
+__all__ = ["Completed", "Connection", "FileStat", "LinkLost", "Reconnection", "Unreachable", "connect"]
 
 
-async def connect(host: Host, *, reconnect: bool = False) -> Connection:
+async def connect(host: Host, *, reconnect: bool = False, timeout: float | None = None) -> Connection:
     """A connection to `host`; with `reconnect`, an SSH one that reopens after a dropped link
-    (`reconnecting.py`) for commands that must finish what they started, such as a run."""
+    (`reconnecting.py`) for commands that must finish what they started, such as a run.
+    `timeout` bounds an SSH handshake (default: the ssh config's, else the transport's)."""
     if host.transport == "local":
         return LocalConnection(host)
     try:
@@ -24,5 +25,5 @@ async def connect(host: Host, *, reconnect: bool = False) -> Connection:
     if reconnect:
         from .reconnecting import ReconnectingConnection
 
-        return await ReconnectingConnection.open(host, SSHConnection.open)
-    return await SSHConnection.open(host)
+        return await ReconnectingConnection.open(host, lambda h: SSHConnection.open(h, timeout=timeout))
+    return await SSHConnection.open(host, timeout=timeout)

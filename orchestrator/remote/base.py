@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -9,7 +10,7 @@ from typing import Protocol
 from orchestrator.errors import LinkLost, RemoteCommandError, Unreachable
 from orchestrator.core.inventory import Host
 
-__all__ = ["Completed", "Connection", "FileStat", "LinkLost", "Unreachable", "command_failed"]
+__all__ = ["Completed", "Connection", "FileStat", "LinkLost", "Reconnection", "Unreachable", "command_failed"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,24 @@ class FileStat:
     gid: int
 
 
+@dataclass(frozen=True)
+class Reconnection:
+    """A link a connection reopened after it dropped."""
+
+    at: str  # when the link was reopened: UTC, ISO 8601 (as the store writes times)
+    reason: str  # why the old link was lost, without the leading host name
+
+
 class Connection(Protocol):
     """One open line to a host, reused by every stage of a command."""
 
     host: Host
     home: str
+
+    @property
+    def reconnections(self) -> Sequence[Reconnection]:
+        """The links reopened so far, oldest first (traffic outside the connection, such as HTTP
+        over a forward, was cut by each); empty for a transport that never reopens one."""
 
     async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None,
                   idempotent: bool = False) -> Completed:
@@ -72,6 +86,12 @@ class Connection(Protocol):
 
     async def put_tree(self, local_dir: Path, remote_dir: str) -> None:
         """Copy a local folder's files to the host (created if missing)."""
+
+    async def put_file(self, local: Path, path: str, offset: int = 0,
+                       advance: Callable[[int], None] | None = None) -> None:
+        """Write a local file's bytes from `offset` on into `path` (created, or kept up to `offset`
+        and cut after the end), durably; `advance(n)` as bytes move (for progress bars). Writing
+        the same bytes at the same offsets again is harmless, so a dropped link may resend it."""
 
     async def forward(self, remote_port: int) -> tuple[str, int]:
         """A local address that reaches 127.0.0.1:`remote_port` on the host (the same address for

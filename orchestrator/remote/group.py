@@ -1,4 +1,6 @@
 """Fan-out: one piece of work on many hosts at once, with a bounded number of connection opens.
+The only one in orch: every command that works on several hosts (run, check, revert, clean,
+patches, hosts check) goes through `fan_out`.
 
 Stock sshd drops new connections past `MaxStartups 10:30:100` unauthenticated ones, so at most
 `limit` handshakes are in flight; the work itself, once connected, is not bounded.
@@ -8,40 +10,54 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from orchestrator.errors import OrchError
 from orchestrator.core.inventory import Host
-from . import connect
-from .base import Connection
+
+
+class Closable(Protocol):
+    """What an opener hands out: a connection, or a host session around one."""
+
+    async def close(self) -> None: ...
+
 
 T = TypeVar("T")
+C = TypeVar("C", bound=Closable)
 OPENS_AT_ONCE = 8
 
 
 async def fan_out(
-    hosts: Iterable[Host], fn: Callable[[Connection], Awaitable[T]], limit: int = OPENS_AT_ONCE,
-    *, opener: Callable[[Host], Awaitable[Connection]] = connect,
+    hosts: Iterable[Host], fn: Callable[[C], Awaitable[T]], limit: int = OPENS_AT_ONCE,
+    *, opener: Callable[[Host], Awaitable[C]],
 ) -> dict[str, T | OrchError]:
-    """`fn(conn)` on every host; `{host name: result or the OrchError that stopped it}`, in host order.
+    """`fn(opener(host))` on every host (`remote.connect` opens a Connection, `HostSession.open` a
+    session); `{host name: result or the OrchError that stopped it}`, in host order.
 
-    Errors that are not `OrchError` are bugs and propagate.
+    Every host's work ends (its cleanup included) before anything is raised: errors that are not
+    `OrchError` are bugs, and they, Ctrl-C and cancellation propagate once all are done.
     """
     gate = asyncio.Semaphore(limit)
 
     async def one(host: Host) -> T | OrchError:
         try:
             async with gate:
-                conn = await opener(host)
+                opened = await opener(host)
         except OrchError as exc:
             return exc
         try:
-            return await fn(conn)
+            return await fn(opened)
         except OrchError as exc:
             return exc
         finally:
-            await conn.close()
+            await opened.close()
 
     chosen = list(hosts)
-    results = await asyncio.gather(*(one(h) for h in chosen))
-    return {h.name: r for h, r in zip(chosen, results)}
+    results = await asyncio.gather(*(one(h) for h in chosen), return_exceptions=True)
+    done: dict[str, T | OrchError] = {}
+    for host, result in zip(chosen, results):
+        if isinstance(result, OrchError) or not isinstance(result, BaseException):
+            done[host.name] = result
+        else:
+            raise result
+    return done

@@ -7,17 +7,24 @@ import os
 import signal
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
-from .base import Completed, FileStat
+from .base import Completed, FileStat, Reconnection
+
+COPY_CHUNK = 8 * 2**20
 
 
 class LocalConnection:
     def __init__(self, host: Host):
         self.host = host
         self.home = str(Path.home())
+
+    @property
+    def reconnections(self) -> Sequence[Reconnection]:
+        return ()  # no link to lose
 
     def _path(self, path: str) -> Path:
         return Path(os.path.expanduser(path))
@@ -59,6 +66,10 @@ class LocalConnection:
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
 
+    async def put_file(self, local: Path, path: str, offset: int = 0,
+                       advance: Callable[[int], None] | None = None) -> None:
+        await asyncio.to_thread(_copy, local, self._path(path), offset, advance)
+
     async def forward(self, remote_port: int) -> tuple[str, int]:
         return ("127.0.0.1", remote_port)
 
@@ -91,6 +102,19 @@ def _write_atomic(target: Path, data: bytes, mode: int | None) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _copy(source: Path, target: Path, offset: int, advance: Callable[[int], None] | None) -> None:
+    with open(source, "rb") as src, open(target, "r+b" if offset else "wb") as out:
+        src.seek(offset)
+        out.seek(offset)
+        while chunk := src.read(COPY_CHUNK):
+            out.write(chunk)
+            if advance:
+                advance(len(chunk))
+        out.truncate()
+        out.flush()
+        os.fsync(out.fileno())
 
 
 async def _end_group(proc: asyncio.subprocess.Process) -> None:

@@ -15,7 +15,7 @@ import functools
 import os
 import posixpath
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -24,7 +24,7 @@ import asyncssh
 from orchestrator.core import shell
 from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
-from .base import Completed, FileStat, LinkLost, command_failed
+from .base import Completed, FileStat, LinkLost, Reconnection, command_failed
 from .dial import CONNECT_TIMEOUT, connect, reason as _reason, target as _target
 
 CHANNELS = 8  # per connection, the SFTP channel included; stock sshd allows 10 (MaxSessions)
@@ -64,6 +64,10 @@ class SSHConnection:
         self._sftp: asyncssh.SFTPClient | None = None
         self._sftp_lock = asyncio.Lock()
         self._forwards: dict[int, asyncssh.SSHListener] = {}
+
+    @property
+    def reconnections(self) -> Sequence[Reconnection]:
+        return ()  # this connection never reopens; `reconnecting.py` wraps it to
 
     @classmethod
     async def open(cls, host: Host, *, timeout: float | None = None) -> "SSHConnection":
