@@ -50,24 +50,27 @@ class RangeFile(io.RawIOBase):
         self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else self.size + offset
         return self.pos
 
-    def read(self, n: int = -1) -> bytes:
-        end = self.size if n < 0 else min(self.size, self.pos + n)
+    def readinto(self, buffer) -> int:
+        end = min(self.size, self.pos + len(buffer))
         if end <= self.pos:
-            return b""
+            return 0
         request = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end - 1}"})
         with urllib.request.urlopen(request, timeout=120) as answer:
             data = answer.read()
+        buffer[:len(data)] = data
         self.pos += len(data)
-        return data
+        return len(data)
 
 
 def _wheel(version: str) -> zipfile.ZipFile:
     cached = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
     if cached:
         return zipfile.ZipFile(cached[0])
-    with urllib.request.urlopen(f"https://pypi.org/pypi/vllm/{version}/json", timeout=60) as answer:
-        files = json.load(answer)["urls"]
-    url = next(f["url"] for f in files if f["filename"].endswith(".whl") and "x86_64" in f["filename"])
+    index = urllib.request.Request("https://pypi.org/simple/vllm/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(index, timeout=60) as answer:  # the simple index's JSON form (PEP 691)
+        files = json.load(answer)["files"]
+    url = next(f["url"] for f in files if f["filename"].startswith(f"vllm-{version}-") and f["filename"].endswith(".whl")
+               and "x86_64" in f["filename"])
     return zipfile.ZipFile(io.BufferedReader(RangeFile(url), buffer_size=1 << 20))
 
 

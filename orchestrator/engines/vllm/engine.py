@@ -13,7 +13,7 @@ from orchestrator.engines.base import (
 )
 from orchestrator.errors import SpecError
 
-from . import client, flags, hostside, logs, rehearsal
+from . import client, flags, hostside, logimport, logs, rehearsal
 
 if TYPE_CHECKING:
     from orchestrator.host.session import HostSession
@@ -57,6 +57,9 @@ class VllmEngine(Engine):
         wall = result.wall_seconds
         values.append(Measure("output_tok_s", result.completion_tokens / wall if wall > 0 else None, "workload"))
         return Measures((*values, *report.measures))
+
+    def imported_launch(self, launch_args: str | None, where: str) -> tuple[dict[str, object], str, list[str]]:
+        return logimport.launch_of(launch_args, where)
 
     def version_files(self) -> tuple[str, ...]:
         return hostside.VERSION_FILES
