@@ -110,21 +110,9 @@ def test_skipped_module_lines_of_each_release():
 
 
 def _failed_run(tmp_path, patch_file: str | None):
-    from orchestrator.store.database import PatchRow, Run, Store
-
-    tmp_path.mkdir(exist_ok=True)
-    store = Store(f"sqlite:///{tmp_path / 'orch.db'}")
+    """The diagnosis of the whole log of a failed run, read knowing the file its patch touched."""
     text = (FIXTURES / "patched_module_import.log").read_text()
-    early = diagnose(text)  # what the launch saw, knowing no patches
-    run = Run(uid="r1-x", experiment="e", variant="v", host="h", status="failed",
-              diagnosis={"kind": early.kind, "summary": early.summary, "evidence": list(early.evidence)})
-    store.add(run)
-    store.save_log(run, text.encode())
-    if patch_file:
-        store.add(PatchRow(run_id=run.id, seq=1, name="add-capture", target="sglang:srt/models/" + Path(patch_file).name,
-                           file=patch_file, sha256_before="a", sha256_after="b", state="reverted"))
-    report = engines.get("sglang").parse_log(text.encode(), "EAGLE3-DEBUG", [patch_file] if patch_file else [])
-    return report.diagnosis
+    return engines.get("sglang").parse_log(text.encode(), "EAGLE3-DEBUG", [patch_file] if patch_file else []).diagnosis
 
 
 def test_a_failed_runs_diagnosis_names_its_patched_module_that_no_longer_imports(tmp_path):
@@ -136,4 +124,4 @@ def test_a_failed_runs_diagnosis_names_its_patched_module_that_no_longer_imports
 def test_a_failed_runs_diagnosis_stays_when_its_patches_touched_no_skipped_module(tmp_path):
     found = _failed_run(tmp_path, "/x/sglang/srt/models/llama_eagle3.py")
     assert found.kind == "scheduler-exception" and not found.decisive
-    assert _failed_run(tmp_path / "no-patch", None)["kind"] == "scheduler-exception"
+    assert _failed_run(tmp_path / "no-patch", None).kind == "scheduler-exception"

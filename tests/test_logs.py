@@ -331,6 +331,7 @@ def test_big_log_is_cut_down_on_the_host_and_parses_the_same(tmp_path, monkeypat
     (run_dir / server.LOG_NAME).write_bytes(data)
     monkeypatch.setattr(server, "FETCH_LIMIT", 1 << 20)
     monkeypatch.setattr(logs, "TAIL_SIZE", 1 << 16)
+    monkeypatch.setattr(engines.get("sglang"), "log_tail_size", 1 << 16)
 
     async def fetch() -> bytes:
         conn = await connect(Host(name="h", transport="local"))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import names, yamlfile
-from orchestrator.engines.sglang import rehearsal as sim
+from orchestrator import engines
 from orchestrator.errors import SpecError
 from .spec import ENV_NAME
 
@@ -37,13 +37,13 @@ class Host:
     gpus: int = 0
     env: dict[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
-    rehearsal: str | None = None  # the emulated SGLang release on a rehearsal host
+    rehearsal: str | None = None  # on a rehearsal host, the emulated release (see `_rehearsal_release`)
     vars: dict[str, Any] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
 
     @property
     def rehearsal_dir(self) -> str | None:
-        """Where the rehearsal SGLang lives on this host (first on PYTHONPATH at launch)."""
+        """Where the rehearsal stand-ins live on this host (first on PYTHONPATH at launch)."""
         return f"{self.workdir.rstrip('/')}/rehearsal" if self.rehearsal else None
 
     def context(self) -> dict[str, Any]:
@@ -165,16 +165,19 @@ def _secret_names(name: str, body: yamlfile.Located) -> tuple[str, ...]:
 
 
 def _rehearsal_release(name: str, body: yamlfile.Located) -> str | None:
-    """`rehearsal: true` is the default release; `rehearsal: "0.5.23"` names one; false or absent: none."""
+    """`rehearsal: true` is the default engine's default release; `rehearsal: "0.5.23"` names a
+    release of one engine's stand-in (the others keep their default); false or absent: none."""
     value = body.get("rehearsal", False)
     if value is False or value is None:
         return None
+    releases = engines.rehearsal_releases()
+    default = releases[engines.DEFAULT][1]
     if value is True:
-        return sim.DEFAULT_RELEASE
-    known = sim.releases()
+        return default
+    known = [release for names, _ in releases.values() for release in names]
     if str(value) not in known:
         raise SpecError(
-            f"{body.where('rehearsal')}: host '{name}' rehearsal must be true, false or an emulated SGLang "
-            f"release: {', '.join(known)} (true means {sim.DEFAULT_RELEASE})"
+            f"{body.where('rehearsal')}: host '{name}' rehearsal must be true, false or an emulated engine "
+            f"release: {', '.join(known)} (true means {default})"
         )
     return str(value)

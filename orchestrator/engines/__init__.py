@@ -20,14 +20,15 @@ class Entry:
     engine: str  # "module:class"
     template: str  # the launch template under the project's templates/ folder
     codes: str  # "module:NAME" of the preflight finding codes an experiment may allow
+    rehearsal: str  # the module of its rehearsal stand-in: `releases()` and `DEFAULT_RELEASE`, file reads only
 
 
 DEFAULT = "sglang"
 KNOWN = {
     "sglang": Entry("orchestrator.engines.sglang.engine:SglangEngine", "sglang_launch.sh.j2",
-                    "orchestrator.engines.sglang.preflight:CODES"),
+                    "orchestrator.engines.sglang.preflight:CODES", "orchestrator.engines.sglang.rehearsal"),
     "vllm": Entry("orchestrator.engines.vllm.engine:VllmEngine", "vllm_launch.sh.j2",
-                  "orchestrator.engines.vllm.preflight:CODES"),
+                  "orchestrator.engines.vllm.preflight:CODES", "orchestrator.engines.vllm.rehearsal"),
 }
 
 
@@ -48,3 +49,13 @@ def preflight_codes(name: str) -> tuple[str, ...]:
     """Every code the engine's preflight findings can carry."""
     codes = _load(KNOWN[name].codes)
     return tuple(codes) if isinstance(codes, tuple) else ()
+
+
+@cache
+def rehearsal_releases() -> dict[str, tuple[tuple[str, ...], str]]:
+    """Each engine's emulated releases (oldest first) and its default one."""
+    found = {}
+    for name, entry in KNOWN.items():
+        module = importlib.import_module(entry.rehearsal)
+        found[name] = (tuple(module.releases()), str(module.DEFAULT_RELEASE))
+    return found

@@ -28,7 +28,7 @@ async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> li
         session = await HostSession.open(host)
         try:
             if host.rehearsal:
-                await rehearsal.install(session.conn, session.host)
+                await rehearsal.install(session.conn, session.host, engines.get(spec.engine))
             for plan in queue:
                 groups.append(await _check_one(spec, plan, session, prepared))
         finally:
