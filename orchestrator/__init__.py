@@ -1,3 +1,143 @@
-"""orch: run LLM-serving experiments on GPU hosts over SSH and keep an exact record of each run."""
+"""orch: run LLM-serving experiments on GPU hosts over SSH and keep an exact record of each run.
+
+The library face: what `orch run` and `orch check` do, callable from Python, and every error orch
+raises. Everything else in the package is internal.
+
+    import orchestrator as orch
+
+    outcomes = orch.run_experiment("experiments/eagle_debug.yaml", inventory="inventory.yaml")
+    for outcome in outcomes:
+        print(outcome.variant, outcome.status, outcome.metrics.get("accept_len"))
+    run = orch.Store("sqlite:///orch.db").get(outcomes[0].uid)
+
+Each function has an `_async` twin for callers that already run an event loop. Bad input (the
+experiment, the inventory, a patch) raises a `SpecError` or `PatchError`, a host that cannot be
+reached a `HostError`, all under `OrchError`; a run that fails is an `Outcome` with status
+`failed`, not an exception.
+
+Importing the package is cheap: the database layer, the run lifecycle and SSH load on first use.
+"""
+
+import typing as _typing
+from collections.abc import Callable as _Callable, Sequence as _Sequence
+from os import PathLike as _PathLike
+from pathlib import Path as _Path
+
+from orchestrator.errors import (
+    HostBusy, HostError, HTTPError, LinkLost, OrchError, PatchCompileError, PatchError, PreflightError,
+    RemoteCommandError, ServerError, SpecError, StoreError, Unreachable, WorkloadError,
+)
+
+if _typing.TYPE_CHECKING:
+    from orchestrator.core.inventory import Host as _Host
+    from orchestrator.core.spec import RunPlan as _RunPlan, Spec
+    from orchestrator.run.execute import Outcome
+    from orchestrator.store.database import Store
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "run_experiment", "run_experiment_async", "check_experiment", "check_experiment_async", "load_spec",
+    "Spec", "Outcome", "Store",
+    "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
+    "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
+]
+
+# The types the face hands back, loaded on first use (each pulls in a layer: the spec parser, the
+# run lifecycle, the database): name -> (module, attribute).
+_LAZY = {
+    "Spec": ("orchestrator.core.spec", "Spec"),
+    "Outcome": ("orchestrator.run.execute", "Outcome"),
+    "Store": ("orchestrator.store.database", "Store"),
+}
+
+_Where = str | _PathLike[str]
+_Report = _Callable[[str, str], None]  # (host, message): what a run is doing, as `orch run` prints it
+_DEFAULT_INVENTORY = "inventory.yaml"
+_DEFAULT_DB = "sqlite:///orch.db"
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # once: later lookups do not come back here
+    return value
+
+
+def load_spec(path: _Where) -> "Spec":
+    """The experiment file at `path`, read and checked (a `SpecError` says file:line of what is wrong)."""
+    from orchestrator.core import spec as specs
+
+    return specs.load(_Path(path))
+
+
+def run_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
+                   hosts: _Sequence[str] = (), overrides: _Sequence[str] = (), variants: _Sequence[str] = (),
+                   dry_run: bool = False, resume: bool = False, report: _Report | None = None) -> "list[Outcome]":
+    """`orch run SPEC`: every variant x matrix point x repeat on the chosen hosts, recorded in the
+    database at `db`; one `Outcome` per planned run. `hosts`: names or tags (default: the
+    experiment's); `overrides`: `key=value` or `env.NAME=value` as `--set` takes them; `variants`:
+    only these; `dry_run`: render and check, change nothing; `resume`: skip the plans that already
+    have a succeeded run with the same fingerprint; `report(host, message)`: progress (default: none)."""
+    import asyncio
+
+    return asyncio.run(run_experiment_async(spec, inventory=inventory, db=db, hosts=hosts, overrides=overrides,
+                                            variants=variants, dry_run=dry_run, resume=resume, report=report))
+
+
+async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
+                               hosts: _Sequence[str] = (), overrides: _Sequence[str] = (),
+                               variants: _Sequence[str] = (), dry_run: bool = False, resume: bool = False,
+                               report: _Report | None = None) -> "list[Outcome]":
+    """`run_experiment` on the caller's event loop."""
+    from orchestrator.core import plankey
+    from orchestrator.run import execute
+    from orchestrator.store.database import Store
+
+    loaded, plans, chosen = _plans(spec, inventory, hosts, overrides, variants)
+    plans = plankey.fingerprinted(loaded, plans)
+    store = Store(db)
+    if resume:
+        plans = [d.plan for d in plankey.decide(plans, store.succeeded_keys(loaded.name)) if d.runs]
+    return await execute.run_all(loaded, plans, chosen, store, report or _quiet, dry_run=dry_run)
+
+
+def check_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, hosts: _Sequence[str] = (),
+                     overrides: _Sequence[str] = (), variants: _Sequence[str] = ()) -> list[dict[str, _typing.Any]]:
+    """`orch check SPEC --json`: for each run the experiment would make, on the host it would run
+    on, the findings (flags, patches, checkpoints) — nothing pushed, patched or launched. One group
+    per (variant, host): `{variant, host, params, findings: [{severity, code, what, why, fix}]}`."""
+    import asyncio
+
+    return asyncio.run(check_experiment_async(spec, inventory=inventory, hosts=hosts, overrides=overrides,
+                                              variants=variants))
+
+
+async def check_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, hosts: _Sequence[str] = (),
+                                 overrides: _Sequence[str] = (),
+                                 variants: _Sequence[str] = ()) -> list[dict[str, _typing.Any]]:
+    """`check_experiment` on the caller's event loop."""
+    from orchestrator.run import check
+
+    loaded, plans, chosen = _plans(spec, inventory, hosts, overrides, variants)
+    return await check.check_plans(loaded, plans, chosen)
+
+
+def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _Sequence[str],
+           variants: _Sequence[str]) -> "tuple[Spec, list[_RunPlan], list[_Host]]":
+    """The experiment, its plans (checked as `orch run` checks them) and the hosts they may run on."""
+    from orchestrator.core import inventory as inventories, plancheck, spec as specs
+
+    loaded = specs.load(_Path(spec))
+    plans = specs.expand(loaded, overrides, tuple(variants))
+    plancheck.check(loaded, plans, list(overrides))
+    chosen = inventories.load(_Path(inventory)).select(tuple(hosts) or loaded.hosts)
+    return loaded, plans, chosen
+
+
+def _quiet(host: str, message: str) -> None:
+    """The default report: a library call prints nothing."""

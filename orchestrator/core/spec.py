@@ -59,6 +59,9 @@ class Variant:
 
 @dataclass(frozen=True)
 class Spec:
+    """An experiment file, read and checked: what to launch, on which hosts, with which params,
+    patches, variants, matrix, workload and checkpoints."""
+
     name: str
     path: Path
     description: str

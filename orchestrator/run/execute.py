@@ -40,6 +40,9 @@ Report = Callable[[str, str], None]
 
 @dataclass(frozen=True)
 class Outcome:
+    """What became of one planned run: its row in the store (`run_id` None when it never became a
+    run), its status and metrics, and the error and exit code when it did not succeed."""
+
     run_id: int | None
     uid: str
     variant: str

@@ -125,6 +125,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 class Store:
+    """The experiment database at `url` (SQLite by default, PostgreSQL by URL): every run with its
+    params, patches, metrics, debug lines, events and log."""
+
     def __init__(self, url: str):
         self.url = url
         self.secrets: dict[str, str] = {}  # values hidden from every write (see keep_secret)
