@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.core import plankey, spec as specs  # noqa: E402
+from orchestrator.core import spec as specs  # noqa: E402
+from orchestrator.run import plankey  # noqa: E402
 from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, Store  # noqa: E402
 
 DEMO = ROOT / "experiments" / "eagle_debug.yaml"

@@ -94,7 +94,7 @@ async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INV
                                variants: _Sequence[str] = (), dry_run: bool = False, resume: bool = False,
                                report: _Report | None = None) -> "list[Outcome]":
     """`run_experiment` on the caller's event loop."""
-    from orchestrator.core import plankey
+    from orchestrator.run import plankey
     from orchestrator.run import execute
     from orchestrator.store.database import Store
 

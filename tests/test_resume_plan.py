@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import event
 
 from conftest import ROOT
-from orchestrator.core import plankey, spec as specs
+from orchestrator.core import spec as specs
+from orchestrator.run import plankey
 from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, Store
 
 

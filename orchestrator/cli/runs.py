@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from orchestrator.core import plankey, spec as specs
+from orchestrator.core import spec as specs
+from orchestrator.run import plankey
 from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from . import SET_HELP, _load, _store, app

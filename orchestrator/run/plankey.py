@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .secrets import is_secret_name
-from .spec import PatchDef, RunPlan, Spec
+from orchestrator.core.secrets import is_secret_name
+from orchestrator.core.spec import PatchDef, RunPlan, Spec
 
 VERSION = 1  # part of every fingerprint: a change of what goes in makes old runs "changed", never equal
 HOST_SPECIFIC_PARAMS = frozenset({"port"})  # a free port differs per host and per invocation
