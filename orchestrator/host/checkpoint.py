@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import push
-from orchestrator.engines.sglang import preflight
+from orchestrator.engines.eagle3 import d2t_form
 from orchestrator.engines import safetensors
 from orchestrator.errors import SpecError
 from orchestrator.core.spec import CheckpointDef
@@ -130,7 +130,7 @@ def _rewrite_shard(source: Path, target: Path, renames: dict[str, str], to_offse
         d2t = safetensors.read_tensor_file(source, "d2t", header).astype(np.int64)
         t2d = safetensors.read_tensor_file(source, "t2d", header) if "t2d" in header.tensors else None
         vocab = len(t2d) if t2d is not None else target_vocab
-        form = preflight.d2t_form(d2t, int(vocab or 2**62), t2d)
+        form = d2t_form(d2t, int(vocab or 2**62), t2d)
         if form != "absolute":
             raise SpecError(f"{where}: transform d2t_to_offsets: d2t in {source} already holds {form} values, "
                             f"not absolute ids; remove the transform")
