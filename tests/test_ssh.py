@@ -311,8 +311,8 @@ def test_hosts_check_json_over_two_sshd_hosts_and_local(tmp_path):
             assert f["reachable"] and f["python"].startswith("3.") and f["python_error"] is None
             assert f["os"] and f["disk_free_bytes"] > 0 and f["rtt_ms"] > 0 and f["port_listening"] is True
             assert f["gpus"] == [] and f["gpu_count"] == 0
-        assert facts["box-b"]["sglang_version"] == "0.5.9" and facts["box-b"]["sglang_dir"] == str(fake_sglang)
-        assert facts["box-a"]["sglang_dir"] is None
+        assert facts["box-b"]["packages"]["sglang"] == {"version": "0.5.9", "dir": str(fake_sglang)}
+        assert "sglang" not in facts["box-a"]["packages"]
 
         with_gone = orch(tmp_path, "hosts", "check", "--json", "--port", str(listening))
         assert with_gone.returncode == EXIT_HOST, with_gone.stderr

@@ -185,11 +185,15 @@ def hosts_check(
     timeout: float = typer.Option(10.0, "--timeout", help="Seconds to wait for each host's SSH handshake."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Reachability, round-trip time, OS, Python, SGLang, GPUs, free disk and port per host (one round trip each)."""
+    """Reachability, round-trip time, OS, Python, each engine's package, GPUs, free disk and port per host (one
+    round trip each)."""
+    from orchestrator import engines
     from orchestrator.host import facts as hostfacts
 
     chosen = _chosen(hosts)
-    facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout))
+    every = [engines.get(name) for name in engines.KNOWN]
+    packages = tuple((engine.package, engine.version_files()) for engine in every)
+    facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout, packages=packages))
     if as_json:
         ui.raw(json.dumps([f.as_json() for f in facts], indent=2) + "\n")
     else:

@@ -198,20 +198,20 @@ def raw(text: str) -> None:
 def host_facts(facts: list[Any]) -> None:
     """`orch hosts check`: one row per host; unreachable hosts show why."""
     table = Table()
-    for column in ("host", "rtt ms", "os", "python", "sglang", "gpus", "disk free", "port"):
+    for column in ("host", "rtt ms", "os", "python", "engines", "gpus", "disk free", "port"):
         table.add_column(column)
     for f in facts:
         if not f.reachable:
             table.add_row(f.host, "[red]unreachable[/]", "", "", "", "", "", "")
             continue
-        sglang = f"{f.sglang_version or '?'} {f.sglang_dir}" if f.sglang_dir else "-"
+        found = "; ".join(f"{name} {p['version'] or '?'} {p['dir']}" for name, p in f.packages.items()) or "-"
         gpus = f"{len(f.gpus)}x {f.gpus[0].name}" if f.gpus else "-"
         if f.gpu_processes:
             gpus += f" ({len(f.gpu_processes)} procs)"
         disk = "-" if f.disk_free_bytes is None else f"{f.disk_free_bytes / 2**30:.1f} GiB"
         port = f"{f.port} [red]in use[/]" if f.port_listening else f"{f.port} free"
         python = escape(f.python or f"[red]{f.python_error}[/]")
-        table.add_row(f.host, fmt(f.rtt_ms), escape(f.os or "-"), python, escape(sglang), escape(gpus), disk, port)
+        table.add_row(f.host, fmt(f.rtt_ms), escape(f.os or "-"), python, escape(found), escape(gpus), disk, port)
     console.print(table)
     for f in facts:
         if not f.reachable:  # below the table: the reasons are long and name what to do

@@ -226,11 +226,14 @@ except OSError:
 fact("kernel", uname.release)
 fact("python", sys.version.split()[0])
 fact("python_path", sys.executable)
-spec = importlib.util.find_spec("sglang")
-if spec and spec.submodule_search_locations:
+for wanted in sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else ():
+    package, _, files = wanted.partition(":")
+    spec = importlib.util.find_spec(package)
+    if not spec or not spec.submodule_search_locations:
+        continue
     folder = list(spec.submodule_search_locations)[0]
     version = ""
-    for name in ("_version.py", "version.py"):  # version.py holds only a dev fallback since 0.5.9
+    for name in files.split("+"):  # the package's own version files, in the order its engine gives
         try:
             found = re.search(r"^__version__\s*=\s*(?:\w+\s*=\s*)*[\x22']([^\x22']+)", open(os.path.join(folder, name)).read(), re.M)
         except OSError:
@@ -238,8 +241,8 @@ if spec and spec.submodule_search_locations:
         if found:
             version = found.group(1)
             break
-    fact("sglang_dir", folder)
-    fact("sglang_version", version)
+    fact("package_dir." + package, folder)
+    fact("package_version." + package, version)
 d = workdir
 while not os.path.isdir(d):
     d = os.path.dirname(d) or "/"
@@ -256,8 +259,10 @@ fact("port_listening", int(listening))
 """
 
 
-def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = None) -> str:
-    """One script, one round trip: OS, Python, SGLang (found without importing it), GPUs, free disk in
+def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = None,
+               packages: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> str:
+    """One script, one round trip: OS, Python, each of `packages` (name, its version files; found
+    without importing it: its folder and `__version__`), GPUs, free disk in
     the workdir (or its nearest existing parent) and whether `port` is listening. One Python process
     gathers all but the GPUs, so a host costs few forks; without a working Python the basic facts
     still come from the shell.
@@ -267,7 +272,8 @@ def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = No
     m = FACTS_MARKER
     prefix = f"PYTHONPATH={path(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} " if pythonpath else ""
     return "\n".join([
-        f"{prefix}{path(python)} -c {quote(_FACTS_PYTHON)} {quote(m)} {path(workdir)} {int(port)} 2>/dev/null"
+        f"{prefix}{path(python)} -c {quote(_FACTS_PYTHON)} {quote(m)} {path(workdir)} {int(port)} "
+        f"{quote(','.join(name + ':' + '+'.join(files) for name, files in packages))} 2>/dev/null"
         f' || {{ echo "{m} python_error=$?"; echo "{m} hostname=$(uname -n)"; echo "{m} os=$(uname -sr)";'
         f' echo "{m} kernel=$(uname -r)"; }}',
         "if command -v nvidia-smi >/dev/null 2>&1; then",

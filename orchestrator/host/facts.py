@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orchestrator.core import shell
@@ -43,8 +43,7 @@ class HostFacts:
     python: str | None = None
     python_path: str | None = None
     python_error: str | None = None
-    sglang_version: str | None = None
-    sglang_dir: str | None = None
+    packages: dict[str, dict[str, str]] = field(default_factory=dict)  # engine package -> {"version", "dir"}
     gpus: tuple[Gpu, ...] = ()
     gpu_processes: tuple[GpuProcess, ...] = ()
     disk_free_bytes: int | None = None
@@ -58,9 +57,13 @@ class HostFacts:
         return data
 
 
-async def check(host: Host, conn: Connection, port: int = DEFAULT_PORT, timeout: float = CHECK_TIMEOUT) -> HostFacts:
+Packages = tuple[tuple[str, tuple[str, ...]], ...]  # (package, its version files) of each engine
+
+
+async def check(host: Host, conn: Connection, port: int = DEFAULT_PORT, timeout: float = CHECK_TIMEOUT,
+                packages: Packages = ()) -> HostFacts:
     """Run the facts script once; the round-trip time is that command's, handshake excluded."""
-    script = shell.host_facts(host.python, host.workdir, port, host.rehearsal_dir)
+    script = shell.host_facts(host.python, host.workdir, port, host.rehearsal_dir, packages)
     started = time.perf_counter()
     done = await conn.run(script, timeout=timeout)
     rtt_ms = (time.perf_counter() - started) * 1000
@@ -68,12 +71,13 @@ async def check(host: Host, conn: Connection, port: int = DEFAULT_PORT, timeout:
 
 
 async def check_all(hosts: list[Host], port: int = DEFAULT_PORT, timeout: float = CHECK_TIMEOUT,
-                    connect_timeout: float = CONNECT_TIMEOUT, limit: int = OPENS_AT_ONCE) -> list[HostFacts]:
+                    connect_timeout: float = CONNECT_TIMEOUT, limit: int = OPENS_AT_ONCE,
+                    packages: Packages = ()) -> list[HostFacts]:
     """Facts for every host, in the order given; an unreachable host is a record, not an error."""
     by_name = {h.name: h for h in hosts}
 
     async def one(conn: Connection) -> HostFacts:
-        return await check(by_name[conn.host.name], conn, port, timeout)
+        return await check(by_name[conn.host.name], conn, port, timeout, packages)
 
     async def opener(host: Host) -> Connection:
         return await connect(host, timeout=connect_timeout)  # a shorter handshake timeout than a run's
@@ -105,11 +109,18 @@ def parse(host: Host, text: str, rtt_ms: float, port: int) -> HostFacts:
         python=values.get("python") or None, python_path=values.get("python_path") or None,
         python_error=(f"{host.python} failed (exit {values['python_error']}); set the host's `python:`"
                       if "python_error" in values else None),
-        sglang_version=values.get("sglang_version") or None, sglang_dir=values.get("sglang_dir") or None,
+        packages=_packages(values),
         gpus=tuple(gpus), gpu_processes=tuple(processes),
         disk_free_bytes=None if free_kib is None else free_kib * 1024, workdir=host.workdir,
         port=port, port_listening=values.get("port_listening") == "1" if "port_listening" in values else None,
     )
+
+
+def _packages(values: dict[str, str]) -> dict[str, dict[str, str]]:
+    """{package: {"version", "dir"}} of each package the script found."""
+    return {key.partition(".")[2]: {"version": values.get("package_version." + key.partition(".")[2], ""),
+                                    "dir": folder}
+            for key, folder in values.items() if key.startswith("package_dir.")}
 
 
 def _gpu(row: str) -> Gpu:
