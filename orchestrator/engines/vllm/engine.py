@@ -3,7 +3,7 @@ and its rehearsal stand-in."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,9 +13,11 @@ from orchestrator.engines.base import (
 )
 from orchestrator.errors import SpecError
 
-from . import client, flags, hostside, logimport, logs, rehearsal
+from . import client, flags, hostside, logimport, logs, preflight_run, rehearsal
 
 if TYPE_CHECKING:
+    from orchestrator.core.spec import PatchDef
+    from orchestrator.engines.finding import Finding
     from orchestrator.host.session import HostSession
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
@@ -28,6 +30,8 @@ class VllmEngine(Engine):
     health_path = "/health"  # 200 once the API server serves (0.10.1.1 api_server.py:446)
     metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("draft_accept_rate", "draft acc", 3))
     log_tail_size = logs.TAIL_SIZE
+    log_lines = ("vLLM: no `non-default args:`, no `SpecDecoding metrics:` or throughput line, no ready line, "
+                 "no known failure")
 
     def is_ready(self, log: bytes) -> bool:
         return logs.is_ready(log)
@@ -81,6 +85,13 @@ class VllmEngine(Engine):
                  "what": line, "why": p.message, "fix": f"use {' or '.join(p.closest)}" if p.closest else
                  "see `vllm serve --help` of this release"}
                 for p, line in zip(problems, flags.messages(problems, str(template), _read(template)))]
+
+    async def preflight(self, session: HostSession, params: Mapping[str, object], env: Mapping[str, str],
+                        patches: tuple[PatchDef, ...], overlay: Mapping[str, Path] | None,
+                        allow: tuple[str, ...]) -> list[Finding]:
+        """The EAGLE-3 checks of the run's --speculative-config against the host's vLLM source (no
+        check reads a patched file: vLLM's rules live in files the demo's patches never touch)."""
+        return await preflight_run.findings_for(session, params, overlay, allow)
 
     def rehearsal(self) -> Rehearsal:
         return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,

@@ -17,9 +17,10 @@ from orchestrator.engines.finding import ERROR, WARNING, Finding
 
 from . import source
 
-CODES = (
-    "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "fc-width", "method-eagle-with-eagle3-draft",
-    "method-unknown", "target-arch-unregistered", "target-eagle3-unsupported", "target-model-type-unsupported",
+CODES = (  # every code a finding can carry (preflight_run.py's too); `preflight: {allow: [...]}` names them
+    "config-invalid", "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "draft-weights-unchecked",
+    "fc-width", "method-eagle-with-eagle3-draft", "method-unknown", "not-a-folder", "source-unread",
+    "target-arch-unregistered", "target-eagle3-unsupported", "target-model-type-unsupported",
 )
 _LAYER_KEY = re.compile(r"^(?:model\.)?(?:midlayer|layers\.(\d+))\.")
 _TOP_KEYS = re.compile(r"^(?:model\.)?(?:fc\.weight|norm\.weight|embed_tokens\.weight)$|^(?:lm_head\.weight|d2t|t2d)$")
