@@ -1,5 +1,6 @@
-"""`mypy --strict` holds for the pure core, the transports and the engine seam (the paths and the
-settings are pyproject.toml's [tool.mypy]; `make typecheck` runs the same)."""
+"""`mypy --strict` holds for the pure core, the transports, the engine seam and the shipped fake
+Connection (the paths and the settings are pyproject.toml's [tool.mypy]; `make typecheck` runs the
+same)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-CHECKED = ["orchestrator/core", "orchestrator/remote", "orchestrator/engines/base.py"]
+CHECKED = ["orchestrator/core", "orchestrator/remote", "orchestrator/engines/base.py", "orchestrator/testing.py"]
 
 
 def _config() -> dict[str, object]:

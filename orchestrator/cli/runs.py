@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from orchestrator import engines
 from orchestrator.core import spec as specs
 from orchestrator.run import plankey
 from . import ui
@@ -49,7 +50,7 @@ def run(
             raise typer.Exit(EXIT_OK)
     outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.progress, dry_run=dry_run))
     if not dry_run:
-        ui.summary(outcomes)
+        ui.summary(outcomes, engines.get(spec.engine).metrics)
         # a plan that never became a run (its host refused, or could not be reached) is shown by
         # nothing else: its error, once per host, on a line of its own below the table
         for error in dict.fromkeys(o.error for o in outcomes if o.run_id is None and o.error):

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.core.diff import Row
+from orchestrator.engines.base import MetricInfo
 
 if TYPE_CHECKING:
     from orchestrator.store.database import Run
@@ -46,18 +47,18 @@ def error(message: str, evidence: tuple[str, ...] = ()) -> None:
         errors.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
 
 
-def summary(outcomes: list[Any]) -> None:
+def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...]) -> None:
+    """The runs of one `orch run`, with the metrics its engine declares."""
     table = Table(title="runs", title_justify="left")
-    for column in ("run", "variant", "host", "status", "accept len", "tok/s", "flags / error"):
+    for column in ("run", "variant", "host", "status", *(m.label for m in metrics), "flags / error"):
         table.add_column(column)
     for o in outcomes:
         note = ", ".join(o.flags) if o.flags else ""
         if o.error:
             note = (note + "; " if note else "") + o.error
-        table.add_row(
-            fmt(o.run_id), o.variant, o.host, f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]",
-            fmt(o.metrics.get("accept_len")), fmt(o.metrics.get("output_tok_s")), escape(note),
-        )
+        values = (fmt(o.metrics.get(m.name)) for m in metrics)
+        table.add_row(fmt(o.run_id), o.variant, o.host, f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]", *values,
+                      escape(note))
     console.print(table)
 
 
@@ -308,8 +309,8 @@ def checkpoints_and_preflight(record: dict[str, Any]) -> None:
 def imported(done: Any) -> None:
     """`orch import`: the run recorded and what its log says."""
     style = STATUS_STYLE.get(done.status, "")
-    console.print(f"run {done.run_id} ({done.uid}) imported: [{style}]{done.status}[/]  accept len "
-                  f"{fmt(done.metrics.get('accept_len'))} over {done.metrics.get('decode_intervals', 0)} decode intervals"
+    said = "  ".join(f"{m.label} {fmt(done.metrics.get(m.name))}" for m in done.shown)
+    console.print(f"run {done.run_id} ({done.uid}) imported ({done.engine}): [{style}]{done.status}[/]  {said}"
                   + (f"  flags: {', '.join(done.flags)}" if done.flags else ""))
     if done.diagnosis:
         console.print(f"[red]diagnosis:[/] {escape(done.diagnosis.summary)}", soft_wrap=True)

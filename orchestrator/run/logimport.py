@@ -13,7 +13,7 @@ from typing import Any
 from . import collect
 from orchestrator import engines
 from orchestrator.core.spec import DEFAULT_DEBUG_PATTERN
-from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport
+from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport, MetricInfo
 from orchestrator.errors import SpecError
 from orchestrator.core.clock import new_uid, now
 from orchestrator.store.database import FAILED, SUCCEEDED, DebugRow, MetricRow, Run, Store
@@ -31,6 +31,8 @@ class Imported:
     diagnosis: Diagnosis | None = None
     command: str = ""
     warnings: tuple[str, ...] = ()
+    engine: str = ""  # the engine whose lines the log holds
+    shown: tuple[MetricInfo, ...] = ()  # the metrics that engine declares
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -129,7 +131,8 @@ def record(store: Store, source: LogSource, name: str | None, params: dict[str, 
     store.update_run(run, status=status, flags=flags, ended_at=now(),
                      error=f"server failed: {diagnosis.summary}" if diagnosis else None,
                      diagnosis=diagnosis.as_record() if diagnosis else None)
-    return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command, tuple(warnings))
+    return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command, tuple(warnings), engine.name,
+                    engine.metrics)
 
 
 def read(source: LogSource, debug_pattern: str) -> tuple[Engine, LogReport]:
