@@ -328,7 +328,7 @@ def _patches(data: Located, path: Path) -> dict[str, PatchDef]:
             raise SpecError(f"{where}: patch '{name}' needs `file:` (an absolute path or PACKAGE:path)")
         if not body["file"].startswith("/") and ":" not in body["file"]:  # a relative path means nothing on a host
             raise SpecError(f"{body.where('file')}: patch '{name}' `file:` {body['file']!r} is neither an absolute path "
-                            "nor PACKAGE:path; e.g. sglang:srt/models/llama_eagle3.py")
+                            "nor PACKAGE:path (a file of a Python package on the host, e.g. mypackage:models/draft.py)")
         if any(ord(c) < 32 for c in body["file"]):
             raise SpecError(f"{body.where('file')}: patch '{name}' `file:` {body['file']!r} holds a control character "
                             "(a newline, a tab, ...); give the path on one line")

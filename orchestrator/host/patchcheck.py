@@ -20,7 +20,7 @@ from orchestrator.remote.base import command_failed
 from orchestrator.core.spec import PatchDef
 
 Prepared = tuple[PatchDef, str, bytes, bytes]  # patch, file on the host, text before, text after
-WHY = "SGLang skips a model module that fails to import, with only a warning: the models it defines go missing"
+WHY = "an engine may skip a model module that fails to import, with only a warning: the models it defines go missing"
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ class HostSession:
         parts = [*inner, *relative.split("/")]
         if not package or not relative or any(p in ("", ".", "..") for p in parts):
             raise PatchError(f"{patch.where}: patch '{patch.name}': `file: {patch.file}` is not PACKAGE:relative/path "
-                             f"(no empty, '.' or '..' parts); e.g. sglang:srt/models/llama_eagle3.py")
+                             f"(no empty, '.' or '..' parts); e.g. mypackage:models/draft.py")
         try:
             folder = await package_dir(self.conn, self.host, self.packages, package)
         except PatchError as exc:
