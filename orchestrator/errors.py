@@ -52,6 +52,10 @@ class HostError(OrchError):
     exit_code = EXIT_HOST
 
 
+class HostBusy(HostError):
+    """Another command holds the host's lock (a live owner, or one that keeps taking it first)."""
+
+
 class Unreachable(HostError):
     """The host did not answer or refused the connection: worth trying again later (not a key or
     login problem, which waiting does not fix)."""

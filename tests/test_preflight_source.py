@@ -18,6 +18,7 @@ from conftest import ROOT
 from orchestrator import engines
 from orchestrator.errors import PreflightError
 from orchestrator.run import preflight as run_preflight
+from orchestrator.run.attempt import Attempt
 from orchestrator.engines.sglang import preflight_run, preflight_source
 from orchestrator.core import shell
 from orchestrator.core import spec as specs
@@ -27,6 +28,7 @@ from orchestrator.host.session import HostSession
 from orchestrator.host.session import package_dir as host_package_dir
 from orchestrator.core.spec import PatchDef
 from orchestrator.store.database import FindingRow, Run, Store
+from reporting import Recorder
 from wheels import package_dir
 
 RELEASES = ["0.4.10.post2", "0.5.9", "0.5.23"]
@@ -370,13 +372,13 @@ def test_the_gate_stores_every_finding_and_stops_only_on_errors_not_allowed(sgla
     run = Run(uid="r1", experiment="e", variant="story", host="gpu")
     store.add(run)
     plan = type("Plan", (), {"variant": "story", "patches": (), "allow": allow})()
-    said: list[str] = []
+    reporter = Recorder()
 
     async def gate():
         session = await HostSession.open(host_for(python, tmp_path))
         try:
-            await run_preflight.gate(engines.get("sglang"), type("Spec", (), {"preflight": True})(), plan, session,
-                                     store, run, lambda label, text: said.append(text), context)
+            await run_preflight.gate(Attempt(type("Spec", (), {"preflight": True})(), plan, engines.get("sglang"),
+                                             session, store, run, reporter, context, "story@gpu", "", {}))
         finally:
             await session.conn.close()
 
@@ -387,4 +389,4 @@ def test_the_gate_stores_every_finding_and_stops_only_on_errors_not_allowed(sgla
             asyncio.run(gate())
     [row] = store.children(run, FindingRow)
     assert (row.code, row.severity, row.allowed) == ("algorithm-not-eagle3", "error", bool(allow))
-    assert said[0].startswith("preflight ERROR (allowed)" if allow else "preflight ERROR:")
+    assert reporter.texts[0].startswith("preflight ERROR (allowed)" if allow else "preflight ERROR:")

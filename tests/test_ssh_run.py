@@ -91,7 +91,7 @@ def test_eagle_debug_over_ssh_gives_the_local_results_and_leaves_files_identical
     workdir = ssh_project(project, box)
     done = orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", "box", "--set", f"port={free_port()}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "installing the rehearsal SGLang" in done.stdout
+    assert "installing the rehearsal sglang" in done.stdout
     runs = json.loads(orch(project, "ls", "--json").stdout)
     assert [(r["variant"], r["host"], r["status"]) for r in runs] == [("story", "box", "succeeded"),
                                                                       ("fixed", "box", "succeeded")]

@@ -5,12 +5,10 @@ the commands live in `runs`, `records`, `hosts` and `inputs`, imported at the en
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
 from pathlib import Path
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
@@ -22,7 +20,6 @@ from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
 
 if TYPE_CHECKING:
-    from orchestrator.host.session import HostSession
     from orchestrator.store.database import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -77,27 +74,6 @@ def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants:
     inv = inventories.load(settings.inventory)
     chosen = inv.select(_split(hosts) or spec.hosts)
     return spec, plans, chosen
-
-
-def _each_host(hosts: list[inventories.Host], work: Callable[[HostSession], Awaitable[Any]]) -> list[tuple[Any, Any]]:
-    """`work(session)` on every host at once: [(host, its result or its OrchError)]; a bug raises."""
-    from orchestrator.host.session import HostSession
-
-    async def one(h: inventories.Host) -> Any:
-        session = await HostSession.open(h)
-        try:
-            return await work(session)
-        finally:
-            await session.conn.close()
-
-    async def everyone() -> list[Any]:
-        return await asyncio.gather(*(one(h) for h in hosts), return_exceptions=True)
-
-    results = asyncio.run(everyone())
-    for result in results:
-        if isinstance(result, BaseException) and not isinstance(result, OrchError):
-            raise result
-    return list(zip(hosts, results))
 
 
 def _usage_error() -> type:

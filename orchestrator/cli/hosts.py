@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import typer
 
 from orchestrator.core import inventory as inventories
 from . import ui
 from orchestrator.errors import EXIT_OK, EXIT_RUN_FAILED, OrchError
-from . import _each_host, _split, _store, app, dumps, hosts_app, settings
+from . import _split, _store, app, dumps, hosts_app, settings
 
 if TYPE_CHECKING:
-    from orchestrator.host.session import HostSession
+    from orchestrator.host.journal import PatchRecord
+    from orchestrator.host.lifecycle import Held, Locking
     from orchestrator.store.database import Store
+
+T = TypeVar("T")
 
 
 @app.command()
@@ -25,70 +28,45 @@ def revert(
     force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
 ) -> None:
     """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
-    from orchestrator.host.recovery import recover
+    from orchestrator.host.lifecycle import Held, Locking
 
     chosen = _chosen(host)
-    store = _store()
 
-    async def one(session: HostSession) -> list[Any]:
-        async def work(broken: list[Any]) -> Any:
-            if force:
-                await _show_drift(session)
-            return await recover(session, store, ui.progress, force=force, broken=broken)
-
-        recovery = await _holding(session, "revert", work)  # never under a live run
-        for uid in recovery.interrupted:
-            ui.progress(session.host.name, f"run {uid} marked interrupted: its controller died")
-        return list(recovery.reverted)
+    async def one(held: Held) -> list[PatchRecord]:  # the lifecycle's recovery is the revert, never under a live run
+        assert held.recovery is not None  # a Locking was given: the host was recovered
+        for uid in held.recovery.interrupted:
+            ui.progress(held.session.host.name, f"run {uid} marked interrupted: its controller died")
+        return list(held.recovery.reverted)
 
     code = EXIT_OK
-    for h, result in _each_host(chosen, one):
+    for name, result in _on_hosts(chosen, one, Locking("revert", _store(), force=force)).items():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
         elif not result:
-            ui.progress(h.name, "nothing to revert")
+            ui.progress(name, "nothing to revert")
         else:
             for r in result:
-                ui.progress(h.name, f"{r.state}: {r.file} ({r.name}, run {r.run})")
+                ui.progress(name, f"{r.state}: {r.file} ({r.name}, run {r.run})")
                 if r.state == "drifted":
                     code = max(code, EXIT_RUN_FAILED)
-                    ui.progress(h.name, f"  changed since it was patched; original kept at {r.backup}; "
-                                        f"`orch revert --host {h.name} --force` restores it")
+                    ui.progress(name, f"  changed since it was patched; original kept at {r.backup}; "
+                                      f"`orch revert --host {name} --force` restores it")
     raise typer.Exit(code)
 
 
-def _chosen(names: Optional[str]) -> list[Any]:
+def _chosen(names: Optional[str]) -> list[inventories.Host]:
     """The hosts (or tags) named, comma-separated; every host of the inventory when none is."""
     inv = inventories.load(settings.inventory)
     return inv.select(_split(names) or list(inv.hosts))
 
 
-async def _holding(session: HostSession, purpose: str, work: Callable[[list[Any]], Awaitable[Any]]) -> Any:
-    """`work(broken stale locks)` while holding the host's lock."""
-    from orchestrator.host.lock import HostLock
+def _on_hosts(hosts: list[inventories.Host], work: Callable[[Held], Awaitable[T]],
+              locking: Locking | None = None) -> dict[str, T | OrchError]:
+    """`work` on every host at once, each inside the host lifecycle (`host/lifecycle.py`)."""
+    from orchestrator.host import lifecycle
 
-    lock = HostLock(session.conn, session.host.workdir, purpose)
-    broken = await lock.acquire()
-    try:
-        return await work(broken)
-    finally:
-        await lock.release()
-
-
-async def _show_drift(session: HostSession) -> None:
-    from orchestrator.core import patching
-
-    for record in await session.journal.records():
-        if record.state != "drifted":
-            continue
-        try:
-            current = (await session.conn.read_file(record.file)).decode(errors="replace")
-        except FileNotFoundError:
-            current = ""
-        original = (await session.conn.read_file(record.backup)).decode(errors="replace")
-        ui.progress(session.host.name, f"restoring {record.file}; the change being undone:\n"
-                    + patching.unified(original, current, record.file.lstrip("/")))
+    return asyncio.run(lifecycle.on_hosts(hosts, work, ui.progress, locking))
 
 
 @app.command()
@@ -101,13 +79,13 @@ def patches(
     store = _store()
     rows: list[dict[str, Any]] = []
     code = EXIT_OK
-    for h, result in _each_host(chosen, lambda session: session.journal.status()):
+    for name, result in _on_hosts(chosen, lambda held: held.session.journal.status()).items():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
             continue
         for r in result:
-            rows.append({"host": h.name, "run": r.run, "run_id": _run_id(store, r.run), "seq": r.seq, "name": r.name,
+            rows.append({"host": name, "run": r.run, "run_id": _run_id(store, r.run), "seq": r.seq, "name": r.name,
                          "target": r.target, "file": r.file, "state": r.state, "sha256_before": r.sha256_before,
                          "sha256_after": r.sha256_after, "backup": r.backup})
     if as_json:
@@ -129,31 +107,25 @@ def clean(
     from datetime import timedelta
 
     from orchestrator.host import cleanup
-    from orchestrator.host.recovery import recover
+    from orchestrator.host.lifecycle import Held, Locking
 
     chosen = _chosen(host)
     store = _store()
 
-    async def one(session: HostSession) -> list[Any]:
-        def survey_and_remove() -> Awaitable[list[Any]]:
-            return cleanup.clean(session.conn, store, session.host.name, f"{session.host.workdir}/runs",
-                                 timedelta(days=older_than), big_logs, dry_run)
+    async def one(held: Held) -> list[cleanup.Verdict]:  # a dead run's leftovers were recovered first
+        session = held.session
+        return await cleanup.clean(session.conn, store, session.host.name, f"{session.host.workdir}/runs",
+                                   timedelta(days=older_than), big_logs, dry_run)
 
-        async def work(broken: list[Any]) -> list[Any]:
-            await recover(session, store, ui.progress, broken=broken)  # a dead run's leftovers first
-            return await survey_and_remove()
-
-        if dry_run:  # only looks: no lock taken, nothing recovered
-            return await survey_and_remove()
-        return await _holding(session, "clean", work)  # never while a run starts or ends
-
+    # a dry run only looks: no lock taken, nothing recovered; else never while a run starts or ends
+    locking = None if dry_run else Locking("clean", store)
     code = EXIT_OK
-    for h, result in _each_host(chosen, one):
+    for name, result in _on_hosts(chosen, one, locking).items():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
         else:
-            ui.cleaned(h.name, result, dry_run)
+            ui.cleaned(name, result, dry_run)
     raise typer.Exit(code)
 
 
@@ -167,11 +139,13 @@ def _run_id(store: Store, uid: str) -> int | None:
 @hosts_app.callback()
 def hosts_list(ctx: typer.Context) -> None:
     """List the inventory's hosts."""
+    from orchestrator.remote import is_this_machine
+
     if ctx.invoked_subcommand:
         return
     inv = inventories.load(settings.inventory)
     for h in inv.hosts.values():
-        where = "this machine" if h.transport == "local" else f"{h.user + '@' if h.user else ''}{h.address or h.name}"
+        where = "this machine" if is_this_machine(h) else f"{h.user + '@' if h.user else ''}{h.address or h.name}"
         extra = " (rehearsal)" if h.rehearsal else ""
         ui.console.print(f"{h.name}: {h.transport} {where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
                          + (f", tags {', '.join(h.tags)}" if h.tags else ""))

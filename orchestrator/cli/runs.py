@@ -48,7 +48,7 @@ def run(
         if not plans:
             ui.console.print("every plan already has a succeeded run with the same fingerprint; nothing to do")
             raise typer.Exit(EXIT_OK)
-    outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.progress, dry_run=dry_run))
+    outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.reporter, dry_run=dry_run))
     if not dry_run:
         ui.summary(outcomes, engines.get(spec.engine).metrics)
         # a plan that never became a run (its host refused, or could not be reached) is shown by
@@ -86,11 +86,12 @@ def render(
     """Print the launch script each run would use, without touching any host."""
     from orchestrator.run import execute
     from orchestrator.host.session import absolute
+    from orchestrator.remote import is_this_machine
 
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     for plan in plans:
         host = chosen[0]
-        if host.transport == "local":  # a remote home is only known once connected
+        if is_this_machine(host):  # a remote home is only known once connected
             host = dataclasses.replace(host, workdir=absolute(host.workdir, str(Path.home())))
         context = execute.run_context(spec, plan, host, "<run>")
         from orchestrator.core import render as renderer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -14,6 +15,7 @@ from orchestrator.core.diff import Row
 from orchestrator.engines.base import MetricInfo
 
 if TYPE_CHECKING:
+    from orchestrator.run.attempt import Stage
     from orchestrator.store.database import Run
 
 # Tables keep their shape when output goes to a file or a pipe (rich assumes 80 columns there).
@@ -244,7 +246,7 @@ def patches(rows: list[dict[str, Any]]) -> None:
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "dim"}
 
 
-def transfer(label: str):
+def transfer(label: str) -> Callable[[str, int], None]:
     """A progress callback for one checkpoint push: a bar with bytes/s and ETA once bytes move."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
@@ -265,7 +267,24 @@ def transfer(label: str):
     return on
 
 
-progress.transfer = transfer  # type: ignore[attr-defined]  # run stages that move bytes look for it
+class Plain:
+    """The Reporter of `orch run` (`run/attempt.py`): a timestamped line per message, a bar per
+    checkpoint push."""
+
+    def message(self, label: str, text: str) -> None:
+        progress(label, text)
+
+    def warning(self, label: str, text: str) -> None:
+        progress(label, f"warning: {text}")
+
+    def transfer(self, label: str) -> Callable[[str, int], None]:
+        return transfer(label)
+
+    def stage(self, label: str, stage: Stage) -> None:
+        return None  # each stage's own lines say what it does; a line per stage name would only repeat them
+
+
+reporter = Plain()
 
 
 def findings(groups: list[dict[str, Any]]) -> None:

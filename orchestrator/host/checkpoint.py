@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from orchestrator.engines.eagle3 import d2t_form
 from orchestrator.engines import safetensors
 from orchestrator.errors import SpecError
 from orchestrator.core.spec import CheckpointDef
+from orchestrator.remote import Connection
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -146,9 +148,10 @@ def _rewrite_index(source: Path, target: Path, renames: dict[str, str]) -> None:
     target.write_text(json.dumps(index, indent=2) + "\n")
 
 
-async def push_for_run(checkpoints: tuple[CheckpointDef, ...], conn: Any, dests: dict[str, str],
-                       progress: Any = None) -> list[tuple[Prepared, push.PushResult]]:
-    """Prepare and push every checkpoint to its rendered `dest` on the run's host."""
+async def push_for_run(checkpoints: tuple[CheckpointDef, ...], conn: Connection, dests: dict[str, str],
+                       progress: Callable[[str], push.Progress] | None = None) -> list[tuple[Prepared, push.PushResult]]:
+    """Prepare and push every checkpoint to its rendered `dest` on the run's host; `progress(name)`
+    gives each push its progress callback."""
     done = []
     for checkpoint in checkpoints:
         try:
@@ -159,25 +162,3 @@ async def push_for_run(checkpoints: tuple[CheckpointDef, ...], conn: Any, dests:
         result = await push.push(conn, prepared.folder, dests[checkpoint.name], progress=bar)
         done.append((prepared, result))
     return done
-
-
-async def push_stage(spec: Any, plan: Any, session: Any, store: Any, run: Any, report: Any,
-                     context: dict[str, Any]) -> None:
-    """The run's push: every checkpoint of the experiment to its dest, recorded with the run."""
-    from orchestrator.store.database import CheckpointRow
-
-    if not spec.checkpoints:
-        return
-    label = f"{plan.variant}@{session.host.name}"
-    bars = getattr(report, "transfer", None)
-    pushed = await push_for_run(spec.checkpoints, session.conn, context["checkpoints"],
-                                (lambda name: bars(f"{label} {name}")) if bars else None)
-    for prepared, result in pushed:
-        store.add(CheckpointRow(
-            run_id=run.id, name=prepared.name, dest=result.dest, source_hash=prepared.source_hash,
-            transforms=list(prepared.transforms), result_hash=prepared.result_hash, manifest_hash=result.manifest,
-            files=result.files, total_bytes=result.total_bytes, sent_files=result.sent_files,
-            sent_bytes=result.sent_bytes, seconds=result.seconds))
-        moved = f"{result.sent_files} of {result.files} files, {result.sent_bytes / 2**20:.1f} MiB moved"
-        report(label, f"checkpoint {prepared.name} -> {result.dest}: {moved} in {result.seconds:.1f} s "
-                      f"(manifest {result.manifest[:12]})")

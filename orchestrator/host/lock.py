@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 
 from orchestrator.core import shell
 from orchestrator.core.clock import now
-from orchestrator.errors import HostError
+from orchestrator.errors import HostBusy
 from orchestrator.remote import Connection
 from orchestrator.remote.base import command_failed
 
@@ -86,7 +86,7 @@ class HostLock:
 
     async def acquire(self) -> list[Holder]:
         """Take the lock; returns the stale locks broken on the way (for warnings and events).
-        Raises HostError (exit 3) naming the owner when a live owner holds it."""
+        Raises HostBusy (exit 3) naming the owner when a live owner holds it."""
         broken: list[Holder] = []
         for _ in range(TAKE_ATTEMPTS):
             done = await self.conn.run(shell.lock_take(self.path, _encode(self.owner)))
@@ -100,10 +100,10 @@ class HostLock:
                 continue
             reason = holder.stale_reason()
             if reason is None:
-                raise HostError(self._busy_message(holder))
+                raise HostBusy(self._busy_message(holder))
             await self.conn.run(shell.lock_break(self.path, holder.content))
             broken.append(replace(holder, broken_because=reason))
-        raise HostError(f"{self.conn.host.name}: could not take {self.path} in {TAKE_ATTEMPTS} attempts (other "
+        raise HostBusy(f"{self.conn.host.name}: could not take {self.path} in {TAKE_ATTEMPTS} attempts (other "
                         f"controllers took it first, or it cannot be created); see `cat {self.path}` on the host")
 
     def keep_alive(self, current_run: Callable[[], str]) -> None:

@@ -4,20 +4,17 @@ left applied, runs left `running`. Called holding the host lock, before any new 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from . import server
-from orchestrator.core import shell
+from orchestrator.core import patching, shell
+from orchestrator.engines.base import Say
 from orchestrator.store import database as store_queries
 from orchestrator.errors import OrchError
 from .journal import APPLIED, REVERTED, PatchRecord
 from .lock import Holder
 from .session import HostSession
 from orchestrator.core.clock import now
-from orchestrator.store.database import INTERRUPTED, RUNNING, PatchRow, Store
-
-Report = Any  # execute.Report: (label, message) -> None
-
+from orchestrator.store.database import INTERRUPTED, RUNNING, PatchRow, Run, Store
 
 @dataclass(frozen=True)
 class Recovery:
@@ -40,12 +37,15 @@ class Recovery:
         return lines
 
 
-async def recover(session: HostSession, store: Store, report: Report, *, force: bool = False,
+async def recover(session: HostSession, store: Store, report: Say, *, force: bool = False,
                   broken: list[Holder] | tuple[Holder, ...] = ()) -> Recovery:
     """Clean up after commands that died on this host (call it holding the host lock): warn about
     the stale locks broken, stop servers they left running, revert the patches they left applied
-    and mark their runs interrupted with the reason."""
+    and mark their runs interrupted with the reason. `force` also restores drifted files (files
+    that changed after orch patched them), each shown first with the change being undone."""
     name = session.host.name
+    if force:
+        await _show_drift(session, report)
     dead: dict[str, str] = {}  # run uid -> why its controller is known to be dead
     for holder in broken:
         who = holder.owner.describe() if holder.owner else repr(holder.content.strip())
@@ -83,7 +83,7 @@ async def recover(session: HostSession, store: Store, report: Report, *, force: 
     return Recovery(name, tuple(broken), tuple(interrupted), tuple(reverted))
 
 
-def _finished_reverts(store: Store, run: Any, states: dict[int, str], journaled: set[tuple[str, int]]) -> dict[int, str]:
+def _finished_reverts(store: Store, run: Run, states: dict[int, str], journaled: set[tuple[str, int]]) -> dict[int, str]:
     """Patches the database still calls applied whose journal record is gone: the journal deletes a
     record only once the restored file's hash equals `before`, so their revert finished (the
     controller died before it could record that)."""
@@ -92,7 +92,20 @@ def _finished_reverts(store: Store, run: Any, states: dict[int, str], journaled:
             if r.state == APPLIED and r.seq not in states and (run.uid, r.seq) not in journaled}
 
 
-async def _stop_leftover_servers(session: HostSession, uids: list[str], report: Report) -> None:
+async def _show_drift(session: HostSession, report: Say) -> None:
+    for record in await session.journal.records():
+        if record.state != "drifted":
+            continue
+        try:
+            current = (await session.conn.read_file(record.file)).decode(errors="replace")
+        except FileNotFoundError:
+            current = ""
+        original = (await session.conn.read_file(record.backup)).decode(errors="replace")
+        report(session.host.name, f"restoring {record.file}; the change being undone:\n"
+               + patching.unified(original, current, record.file.lstrip("/")))
+
+
+async def _stop_leftover_servers(session: HostSession, uids: list[str], report: Say) -> None:
     """A dead controller's server keeps its GPUs and port: stop each one that is still up."""
     for uid in uids:
         run_dir = f"{session.host.workdir}/runs/{uid}"

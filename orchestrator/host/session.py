@@ -68,6 +68,9 @@ class HostSession:
         conn.host = host
         return cls(host, conn, Journal(conn, workdir))
 
+    async def close(self) -> None:
+        await self.conn.close()
+
     async def resolve(self, patch: PatchDef) -> str:
         """`PACKAGE:relative/path` -> the file under that package's folder on the host."""
         package, sep, relative = patch.file.partition(":")

@@ -7,7 +7,13 @@ from orchestrator.core.inventory import Host
 from .base import Completed, Connection, FileStat, LinkLost, Reconnection, Unreachable
 from .local import LocalConnection
 
-__all__ = ["Completed", "Connection", "FileStat", "LinkLost", "Reconnection", "Unreachable", "connect"]
+__all__ = ["Completed", "Connection", "FileStat", "LinkLost", "Reconnection", "Unreachable", "connect",
+           "is_this_machine"]
+
+
+def is_this_machine(host: Host) -> bool:
+    """The host is the machine orch runs on: its home and GPUs are this machine's, known without connecting."""
+    return host.transport == "local"
 
 
 async def connect(host: Host, *, reconnect: bool = False, timeout: float | None = None) -> Connection:

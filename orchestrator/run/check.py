@@ -1,16 +1,18 @@
 """`orch check`: every finding for every run an experiment would make, on the host it would run on
-(flags, patches, checkpoints), with one connection per host and nothing pushed, patched or launched."""
+(flags, patches, checkpoints), every host at once through the host lifecycle (no lock: nothing is
+pushed, patched or launched)."""
 
 from __future__ import annotations
 
-import asyncio
+from pathlib import Path
 from typing import Any
 
-from orchestrator.host import checkpoint, patchcheck, rehearsal
-from . import execute
+from orchestrator.host import lifecycle, patchcheck
+from orchestrator.host.lifecycle import Held
+from . import execute, stages
 from orchestrator import engines
 from orchestrator.core import render
-from orchestrator.errors import PatchError
+from orchestrator.errors import OrchError, PatchError
 from orchestrator.core.inventory import Host
 from orchestrator.host.session import HostSession
 from orchestrator.core.spec import RunPlan, Spec
@@ -20,28 +22,33 @@ async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> li
     """One group per (variant, host): flags the host's engine would reject, patches that would not
     apply or would leave a file that does not compile, then the checkpoint findings (an error the
     experiment allows comes marked `allowed`). Checkpoints are read from their local (transformed)
-    copies."""
-    prepared = {c.name: await asyncio.to_thread(checkpoint.prepare, c) for c in spec.checkpoints}
+    copies. A host that cannot be checked raises its error (the first, in host order)."""
+    queues = execute.schedule(plans, hosts)
+    engine = engines.get(spec.engine)
+
+    async def one(held: Held) -> list[dict[str, Any]]:
+        session = held.session
+        return [await _check_one(spec, plan, session) for plan in queues[session.host.name]]
+
+    results = await lifecycle.on_hosts([h for h in hosts if h.name in queues], one, _quiet, None, engine)
     groups: list[dict[str, Any]] = []
-    for name, queue in execute.schedule(plans, hosts).items():
-        host = next(h for h in hosts if h.name == name)
-        session = await HostSession.open(host)
-        try:
-            if host.rehearsal:
-                await rehearsal.install(session.conn, session.host, engines.get(spec.engine))
-            for plan in queue:
-                groups.append(await _check_one(spec, plan, session, prepared))
-        finally:
-            await session.conn.close()
+    for result in results.values():
+        if isinstance(result, OrchError):
+            raise result
+        groups.extend(result)
     return groups
 
 
-async def _check_one(spec: Spec, plan: RunPlan, session: HostSession, prepared: dict[str, Any]) -> dict[str, Any]:
+def _quiet(label: str, text: str) -> None:
+    return None  # `orch check` prints its findings and nothing else (with --json, stdout is the JSON)
+
+
+async def _check_one(spec: Spec, plan: RunPlan, session: HostSession) -> dict[str, Any]:
     engine = engines.get(spec.engine)
     context = execute.run_context(spec, plan, session.host, "check")
     script = render.launch_script(spec.template, context)
     flag_findings = await engine.launch_findings(session, script, spec.template)
-    overlay = {context["checkpoints"][n]: p.folder for n, p in prepared.items()}
+    overlay: dict[str, Path] = await stages.local_checkpoints(spec, context)
     found = await engine.preflight(session, context["params"], context["env"], plan.patches, overlay, plan.allow)
     params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}
     return {"variant": plan.variant, "host": session.host.name, "params": params,

@@ -1,6 +1,6 @@
 """The one place that sequences the stages of a run. Cleanup (stop, revert) runs in `finally`.
 
-    per host:  connect -> lock -> recover leftovers -> install rehearsal
+    per host:  connect -> lock -> recover leftovers -> install rehearsal   (host/lifecycle.py)
     per run:   render -> check flags -> push checkpoints -> preflight -> prepare patches (every
                anchor checked, every patched .py compiled by the host's Python) -> apply patches (journal first) -> launch -> wait ready
                -> workload -> stop -> read the log once -> record -> revert patches
@@ -13,29 +13,26 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.host import checkpoint, occupancy, patchcheck, rehearsal, server
-from . import collect, preflight, workload
+from orchestrator.host import lifecycle, occupancy, patchcheck, server
+from . import collect, preflight, stages, workload
+from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, spec as specs
-from orchestrator import engines
+from orchestrator import engines, remote
 from orchestrator.engines.base import Engine, ServerState, WorkloadResult
 from orchestrator.store import database as store_queries
-from orchestrator.errors import EXIT_INTERRUPTED, HostError, OrchError, ServerError, SpecError
+from orchestrator.errors import EXIT_INTERRUPTED, HostBusy, OrchError, ServerError, SpecError
 from orchestrator.core.inventory import Host
 from orchestrator.host.journal import APPLIED, DRIFTED
-from orchestrator.host.lock import HostLock
-from orchestrator.host.recovery import recover
+from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.remote.reconnecting import reconnections
 from orchestrator.core.secrets import hide, mask_env, redact, secret_values
 from orchestrator.host.session import HostSession
 from orchestrator.core.spec import PatchDef, RunPlan, Spec
 from orchestrator.core.clock import new_uid, now
-from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, DebugRow, PatchRow, Run, Store
-
-Report = Callable[[str, str], None]
+from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, PatchRow, Run, Store
 
 
 @dataclass(frozen=True)
@@ -60,7 +57,8 @@ def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]
     queues: dict[str, list[RunPlan]] = {h.name: [] for h in hosts}
     for plan in plans:
         tp = int(plan.params.get("tp_size", 1) or 1)
-        able = [h for h in hosts if h.gpus >= tp or h.gpus == 0 and h.transport == "local" and not h.rehearsal]
+        # `gpus: 0` on this machine itself (no rehearsal) means "not counted", not "none"
+        able = [h for h in hosts if h.gpus >= tp or h.gpus == 0 and remote.is_this_machine(h) and not h.rehearsal]
         if not able:
             have = ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts)
             raise SpecError(f"variant '{plan.variant}' needs tp_size={tp} GPUs; no chosen host has that many: {have}")
@@ -70,78 +68,49 @@ def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]
 
 
 async def run_all(
-    spec: Spec, plans: list[RunPlan], hosts: list[Host], store: Store, report: Report, *, dry_run: bool = False
+    spec: Spec, plans: list[RunPlan], hosts: list[Host], store: Store, reporter: Reporter, *, dry_run: bool = False
 ) -> list[Outcome]:
-    """Hosts in parallel, one run per host at a time."""
+    """Hosts in parallel (one lifecycle each, `host/lifecycle.py`), one run per host at a time."""
     queues = schedule(plans, hosts)
-    by_name = {h.name: h for h in hosts}
-    results = await asyncio.gather(
-        *(_host_worker(spec, queue, by_name[name], store, report, dry_run) for name, queue in queues.items()),
-        return_exceptions=True,
-    )
+    engine = engines.get(spec.engine)
+    # a dry run changes nothing, so it needs no lock and recovers nothing; a run's lease names its run
+    locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host))
+
+    async def worker(held: Held) -> list[Outcome]:
+        return await _host_worker(spec, engine, queues[held.session.host.name], held, store, reporter, dry_run)
+
+    chosen = [h for h in hosts if h.name in queues]
+    results = await lifecycle.on_hosts(chosen, worker, reporter.message, locking, engine)
     outcomes: list[Outcome] = []
-    for name, result in zip(queues, results):
-        if isinstance(result, BaseException):
-            if isinstance(result, (KeyboardInterrupt, asyncio.CancelledError)):
-                raise result
-            if not isinstance(result, OrchError):
-                raise result
-            for plan in queues[name]:
-                outcomes.append(Outcome(None, "-", plan.variant, name, FAILED, error=str(result), exit_code=result.exit_code))
+    for name, result in results.items():
+        if isinstance(result, OrchError):
+            if isinstance(result, HostBusy):
+                reporter.message(name, f"refused: {result}")  # whole, before the summary table wraps it
+            outcomes.extend(Outcome(None, "-", plan.variant, name, FAILED, error=str(result), exit_code=result.exit_code)
+                            for plan in queues[name])
         else:
             outcomes.extend(result)
     return outcomes
 
 
-async def _host_worker(
-    spec: Spec, queue: list[RunPlan], host: Host, store: Store, report: Report, dry_run: bool
-) -> list[Outcome]:
-    try:
-        session = await HostSession.open(host)
-    except OSError as exc:
-        raise HostError(f"{host.name}: cannot connect: {exc}") from None
-    lock: HostLock | None = None
-    try:
-        notes: list[str] = []
-        if not dry_run:  # a dry run changes nothing, so it needs no lock
-            taking = HostLock(session.conn, session.host.workdir, "run")
-            try:
-                broken = await taking.acquire()
-            except HostError as exc:
-                report(host.name, f"refused: {exc}")  # whole, before the summary table wraps it
-                raise
-            lock = taking
-            recovery = await recover(session, store, report, broken=broken)
-            lock.keep_alive(lambda: _current_run(store, host.name))
-            notes = recovery.notes()
-        if host.rehearsal:
-            report(host.name, "installing the rehearsal SGLang")
-            await rehearsal.install(session.conn, session.host)
-        outcomes = []
-        for plan in queue:
-            if dry_run:
-                outcomes.append(await dry_run_one(spec, plan, session, report))
-            else:
-                outcome = await run_one(spec, plan, session, store, report)
-                if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
-                    for note in notes:
-                        store.event(store.get(str(outcome.run_id)), "recovered", note)
-                    notes = []
-                if lock is not None and lock.lost:
-                    report(host.name, f"warning: {lock.path} was broken by another command during run {outcome.uid}")
-                outcomes.append(outcome)
-        return outcomes
-    finally:
-        if lock is not None:
-            await _release(lock, report)
-        await session.conn.close()
-
-
-async def _release(lock: HostLock, report: Report) -> None:
-    try:
-        await lock.release()
-    except (OrchError, OSError) as exc:  # the host went away: the lease runs out on its own
-        report(lock.conn.host.name, f"warning: could not remove {lock.path} ({exc}); it expires with its lease")
+async def _host_worker(spec: Spec, engine: Engine, queue: list[RunPlan], held: Held, store: Store,
+                       reporter: Reporter, dry_run: bool) -> list[Outcome]:
+    session = held.session
+    notes = held.recovery.notes() if held.recovery is not None else []
+    outcomes = []
+    for plan in queue:
+        if dry_run:
+            outcomes.append(await dry_run_one(spec, plan, session, reporter))
+            continue
+        outcome = await run_one(spec, plan, session, store, reporter)
+        if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
+            for note in notes:
+                store.event(store.get(str(outcome.run_id)), "recovered", note)
+            notes = []
+        if held.lock is not None and held.lock.lost:
+            reporter.warning(session.host.name, f"{held.lock.path} was broken by another command during run {outcome.uid}")
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _controller() -> str:
@@ -152,13 +121,6 @@ def _controller() -> str:
 def _current_run(store: Store, host: str) -> str:
     running = store_queries.running_runs(store, host, _controller())
     return running[-1].uid if running else ""
-
-
-def _hiding(report: Report, secrets: dict[str, str]) -> Report:
-    """`report` with the run's secret values hidden from everything it prints."""
-    if not secrets:
-        return report
-    return lambda label, message: report(label, hide(message, secrets))
 
 
 def run_context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, Any]:
@@ -188,53 +150,50 @@ async def prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[Pat
     return prepared
 
 
-async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, report: Report) -> Outcome:
+async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter) -> Outcome:
     """Render and check everything, change nothing: the script, the flag check and the preflight
     (both only read the host), and each patch as a diff. An error is the outcome (exit 2), as in a run."""
     uid = "dry-run"
     label = f"{plan.variant}@{session.host.name}"
     context = run_context(spec, plan, session.host, uid)
     script = render.launch_script(spec.template, context)
-    report(label, "launch script:\n" + redact(script, context["env"], context["secret_names"]))
+    reporter.message(label, "launch script:\n" + redact(script, context["env"], context["secret_names"]))
     try:
-        await engines.get(spec.engine).check_launch(session, script, spec.template, report, label)
-        await _dry_preflight(spec, plan, session, report, context, label)
+        await engines.get(spec.engine).check_launch(session, script, spec.template, reporter.message, label)
+        await _dry_preflight(spec, plan, session, reporter, context, label)
         prepared = await prepare_patches(session, plan)
         for patch, file, before, after in prepared:
             diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
-            report(label, f"patch '{patch.name}' -> {file}:\n{diff}")
+            reporter.message(label, f"patch '{patch.name}' -> {file}:\n{diff}")
         await patchcheck.ensure_compiles(session.conn, session.host, prepared)
     except OrchError as exc:
         return Outcome(None, uid, plan.variant, session.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
     return Outcome(None, uid, plan.variant, session.host.name, SUCCEEDED)
 
 
-async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report: Report, context: dict[str, Any],
-                         label: str) -> None:
+async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter,
+                         context: dict[str, Any], label: str) -> None:
     """The run's preflight without its record: findings reported, errors raised."""
     if not spec.preflight:
-        report(label, "preflight skipped (--no-preflight)")
+        reporter.message(label, "preflight skipped (--no-preflight)")
         return
     # the checkpoints are not pushed: read from their local (transformed) copies, as `orch check` does
-    overlay = {context["checkpoints"][c.name]: (await asyncio.to_thread(checkpoint.prepare, c)).folder
-               for c in spec.checkpoints}
+    overlay = await stages.local_checkpoints(spec, context)
     found = await engines.get(spec.engine).preflight(session, context["params"], context["env"], plan.patches,
                                                      overlay, plan.allow)
     for f in found:
-        report(label, preflight.described(f))
+        reporter.message(label, preflight.described(f))
     preflight.stop_on_errors(found, plan.allow, label)
 
 
-async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, report: Report) -> Outcome:
+def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter) -> Attempt:
+    """The run's row recorded as started, and what its stages read."""
     host = session.host
-    engine = engines.get(spec.engine)
     uid = new_uid(plan.variant)
-    label = f"{plan.variant}@{host.name}"
     context = run_context(spec, plan, host, uid)
     env = context["env"]
     hidden = secret_values(env, context["secret_names"])
     store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
-    report = _hiding(report, hidden)
     script = render.launch_script(spec.template, context)
     run = Run(
         uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
@@ -243,7 +202,14 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         plan_key=plan.key, fingerprint=plan.fingerprint or None,  # what --resume matches (plankey)
     )
     store.add(run)
-    report(label, f"run {run.id} ({uid}) started")
+    return Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
+                   f"{plan.variant}@{host.name}", script, hidden)
+
+
+async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter) -> Outcome:
+    attempt = _attempt(spec, plan, session, store, reporter)
+    host, engine, run, context, env = session.host, attempt.engine, attempt.run, attempt.context, attempt.context["env"]
+    attempt.say(f"run {run.id} ({run.uid}) started")
     srv: server.Server | None = None
     log = b""
     status, error, evidence, exit_code = FAILED, None, (), 1
@@ -253,29 +219,34 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     diagnosis = None
     links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
     try:
-        await engine.check_launch(session, script, spec.template, report, label)
+        attempt.enter(Stage.CHECK_FLAGS)
+        await engine.check_launch(session, attempt.script, spec.template, attempt.says, attempt.label)
+        attempt.enter(Stage.CHECK_HOST)
         port = int(context["params"].get("port", 30000))
         busy = await occupancy.ensure_free(session.conn, host, port, int(context["params"].get("tp_size", 1) or 1),
                                            env.get("CUDA_VISIBLE_DEVICES"), spec.allow_busy_gpus)
         for problem in busy:
             store.event(run, "busy-gpus-allowed", f"orch run --allow-busy-gpus: {problem}")
-            report(label, f"warning: {problem} (--allow-busy-gpus)")
-        await checkpoint.push_stage(spec, plan, session, store, run, report, context)
-        await preflight.gate(engine, spec, plan, session, store, run, report, context)
+            attempt.warn(f"{problem} (--allow-busy-gpus)")
+        attempt.enter(Stage.PUSH)
+        await stages.push_checkpoints(attempt)
+        attempt.enter(Stage.PREFLIGHT)
+        await preflight.gate(attempt)
+        attempt.enter(Stage.PREPARE_PATCHES)
         prepared = await prepare_patches(session, plan)
         await patchcheck.ensure_compiles(session.conn, host, prepared)
-        for seq, (patch, file, before, after) in enumerate(prepared, 1):
-            record = await session.journal.apply(uid, seq, patch, file, before, after)
-            store.add(PatchRow(run_id=run.id, seq=seq, name=patch.name, target=patch.file, file=file,
-                               sha256_before=record.sha256_before, sha256_after=record.sha256_after, state=APPLIED))
-            report(label, f"patched {file} ({patch.name})")
+        attempt.enter(Stage.APPLY_PATCHES)
+        await stages.apply_patches(attempt, prepared)
+        attempt.enter(Stage.LAUNCH)
         started = time.monotonic()
-        srv = await server.launch(session.conn, context["run"]["dir"], script, port, hidden)
+        srv = await server.launch(session.conn, context["run"]["dir"], attempt.script, port, attempt.secrets)
         store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")
-        report(label, f"server launched (pid {srv.pgid}); waiting for it to be ready")
+        attempt.say(f"server launched (pid {srv.pgid}); waiting for it to be ready")
+        attempt.enter(Stage.WAIT_READY)
         log = await server.wait_ready(session.conn, srv, spec.ready_timeout, engine)
         metrics["startup_s"] = time.monotonic() - started
-        report(label, f"ready after {metrics['startup_s']:.1f} s; sending {spec.workload.requests} requests")
+        attempt.say(f"ready after {metrics['startup_s']:.1f} s; sending {spec.workload.requests} requests")
+        attempt.enter(Stage.WORKLOAD)
         address = await session.conn.forward(port)
         base_url = f"http://{address[0]}:{address[1]}"
         workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
@@ -296,17 +267,20 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     finally:
         cleanup_errors: list[BaseException] = []
         try:
-            log = await _stop(session, store, run, srv, engine, spec.debug_pattern, report, label) or log
+            attempt.enter(Stage.STOP)
+            log = await stages.stop(attempt, srv) or log
         except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
             cleanup_errors.append(exc)
+        attempt.enter(Stage.READ_LOG)
         log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
+        attempt.enter(Stage.RECORD)
         if srv is not None:
             collect.store_log(store, run, log, log_report)
         if measured is not None:
             found, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
             flags.extend(found)
             for note in notes:
-                report(label, note)
+                attempt.say(note)
             failed_expectations = collect.check_expectations(plan, metrics)
             if failed_expectations:
                 status, exit_code = FAILED, 1
@@ -315,7 +289,8 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
             store.update_run(run, diagnosis=log_report.diagnosis.as_record())
         try:
-            drifted = await _revert(session, store, run, report, label)  # even when the stop failed
+            attempt.enter(Stage.REVERT)
+            drifted = await stages.revert_patches(attempt)  # even when the stop failed
             if cleanup_errors:
                 raise cleanup_errors[0]
             if drifted:  # the promise is an unmodified install: a file left changed fails the run
@@ -331,39 +306,12 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         if cut and status == FAILED:
             error = (f"{error}; " if error else "") + cut
         run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
-        report(label, f"run {run.id} {status}" + (f": {error}" if error else ""))
+        attempt.say(f"run {run.id} {status}" + (f": {error}" if error else ""))
+    hidden = attempt.secrets
     error, evidence = (hide(error, hidden) if error else error), tuple(hide(e, hidden) for e in evidence)
-    return Outcome(run.id, uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
+    return Outcome(run.id, run.uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
 
 
 def _patched_files(store: Store, run: Run) -> list[str]:
     """The files the run's patches touched, as written and as resolved: a diagnosis names them."""
     return [path for patch in store.children(run, PatchRow) for path in (patch.file, patch.target)]
-
-
-async def _stop(session: HostSession, store: Store, run: Run, srv: server.Server | None, engine: Engine,
-                debug_pattern: str, report: Report, label: str) -> bytes:
-    """Stop the server, whatever happened before; returns its whole log (empty without a server)."""
-    if srv is None:
-        return b""
-    stopped = await server.stop(session.conn, srv)
-    store.event(run, "stopped", stopped.summary(server.STOP_GRACE_SECONDS))
-    if stopped.killed or stopped.strays or not stopped.gone:
-        report(label, ("" if stopped.gone else "warning: ") + f"server {stopped.summary(server.STOP_GRACE_SECONDS)}")
-    return await server.read_log(session.conn, srv, engine, debug_pattern)
-
-
-async def _revert(session: HostSession, store: Store, run: Run, report: Report, label: str) -> list[str]:
-    """Revert this run's patches. Returns the files that changed under us and were left alone (drifted)."""
-    reverted = await session.journal.revert(run.uid)
-    if reverted:
-        store.set_patch_states(run, {r.seq: r.state for r in reverted})
-        drifted = [r for r in reverted if r.state == DRIFTED]
-        for r in drifted:
-            message = (f"{session.host.name}:{r.file} changed during the run; left as it is. Original saved at "
-                       f"{r.backup}; `orch revert --host {session.host.name} --force` restores it")
-            store.event(run, "drifted", message)
-            report(label, message)
-        report(label, f"reverted {len(reverted) - len(drifted)} patch(es)")
-        return [f"{session.host.name}:{r.file}" for r in drifted]
-    return []

@@ -4,30 +4,26 @@ code (`preflight: {allow: [...]}`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from orchestrator.core.spec import RunPlan, Spec
-from orchestrator.engines.base import Engine
 from orchestrator.engines.finding import Finding, blocking
 from orchestrator.errors import PreflightError
-from orchestrator.host.session import HostSession
-from orchestrator.store.database import FindingRow, Run, Store
+from orchestrator.store.database import FindingRow
+from .attempt import Attempt
 
 
-async def gate(engine: Engine, spec: Spec, plan: RunPlan, session: HostSession, store: Store, run: Run,
-               report: Any, context: dict[str, Any]) -> None:
+async def gate(attempt: Attempt) -> None:
     """Findings stored and reported; errors raise, except those the experiment allows (still
     reported and stored, marked allowed)."""
-    label = f"{plan.variant}@{session.host.name}"
+    spec, plan, store, run, context = attempt.spec, attempt.plan, attempt.store, attempt.run, attempt.context
     if not spec.preflight:
         store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")
-        report(label, "preflight skipped (--no-preflight)")
+        attempt.say("preflight skipped (--no-preflight)")
         return
-    findings = await engine.preflight(session, context["params"], context["env"], plan.patches, None, plan.allow)
+    findings = await attempt.engine.preflight(attempt.session, context["params"], context["env"], plan.patches,
+                                              None, plan.allow)
     store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
     for f in findings:
-        report(label, described(f))
-    stop_on_errors(findings, plan.allow, label)
+        attempt.say(described(f))
+    stop_on_errors(findings, plan.allow, attempt.label)
     allowed = sum(f.allowed for f in findings)
     store.event(run, "preflight", f"{len(findings)} finding(s), no errors" if not allowed else
                 f"{len(findings)} finding(s), {allowed} allowed error(s) ({', '.join(plan.allow)})")

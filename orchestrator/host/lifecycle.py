@@ -1,0 +1,101 @@
+"""One host's lifecycle, the same for every command that works on hosts (run, check, revert,
+clean, patches):
+
+    open -> lock -> recover leftovers -> install the rehearsal stand-in -> the command's work
+         -> unlock -> close
+
+`on_hosts` runs it on every host at once through `remote.group.fan_out` (the only fan-out); a
+command says what it needs with a `Locking` (None: it only reads the host, so takes no lock and
+recovers nothing) and the engine whose stand-in a rehearsal host gets (None: nothing installed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+from orchestrator.core.inventory import Host
+from orchestrator.engines.base import Engine, Say
+from orchestrator.errors import HostError, OrchError
+from orchestrator.remote.group import fan_out
+from orchestrator.store.database import Store
+from . import rehearsal
+from .lock import HostLock
+from .recovery import Recovery, recover
+from .session import HostSession
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Locking:
+    """What a command that changes a host takes: the lock (named for `purpose`), then the cleanup
+    of dead commands' leftovers, recorded in `store`."""
+
+    purpose: str  # "run", "revert", "clean": who holds the lock, as `orch` prints it to others
+    store: Store
+    force: bool = False  # recovery also restores files that changed after orch patched them
+    lease_note: Callable[[str], str] | None = None  # keep the lease renewed, naming what runs on the host now
+
+
+@dataclass(frozen=True)
+class Held:
+    """A host ready for a command's work."""
+
+    session: HostSession
+    lock: HostLock | None  # None when the command only reads
+    recovery: Recovery | None  # what was cleaned up before the work (None without a lock)
+
+
+async def open_session(host: Host) -> HostSession:
+    """The host's session; an OS-level failure to connect is a HostError (exit 3)."""
+    try:
+        return await HostSession.open(host)
+    except OSError as exc:
+        raise HostError(f"{host.name}: cannot connect: {exc}") from None
+
+
+@asynccontextmanager
+async def holding(session: HostSession, say: Say, locking: Locking | None = None,
+                  stand_in: Engine | None = None) -> AsyncIterator[Held]:
+    """Lock, recover and install on an open session; unlock on the way out, whatever happened."""
+    host = session.host
+    lock: HostLock | None = None
+    recovery: Recovery | None = None
+    try:
+        if locking is not None:
+            taking = HostLock(session.conn, host.workdir, locking.purpose)
+            broken = await taking.acquire()
+            lock = taking
+            recovery = await recover(session, locking.store, say, force=locking.force, broken=broken)
+            if locking.lease_note is not None:
+                note = locking.lease_note
+                lock.keep_alive(lambda: note(host.name))
+        if stand_in is not None and host.rehearsal:
+            say(host.name, f"installing the rehearsal {stand_in.name}")
+            await rehearsal.install(session.conn, host, stand_in)
+        yield Held(session, lock, recovery)
+    finally:
+        if lock is not None:
+            await _release(lock, say)
+
+
+async def _release(lock: HostLock, say: Say) -> None:
+    try:
+        await lock.release()
+    except (OrchError, OSError) as exc:  # the host went away: the lease runs out on its own
+        say(lock.conn.host.name, f"warning: could not remove {lock.path} ({exc}); it expires with its lease")
+
+
+async def on_hosts(hosts: Iterable[Host], work: Callable[[Held], Awaitable[T]], say: Say,
+                   locking: Locking | None = None, stand_in: Engine | None = None) -> dict[str, T | OrchError]:
+    """`work` on every host at once, each inside its lifecycle: `{host name: result or the
+    OrchError that stopped it}`, in host order (a bug propagates once every host is done)."""
+
+    async def one(session: HostSession) -> T:
+        async with holding(session, say, locking, stand_in) as held:
+            return await work(held)
+
+    return await fan_out(hosts, one, opener=open_session)

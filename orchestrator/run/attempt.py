@@ -1,0 +1,139 @@
+"""One attempt at a run plan on a host, as every stage of the run receives it: the `Attempt`; the
+`Stage`s a run goes through, in order; and the `Reporter` the stages tell the user through
+(implemented by `cli/ui.py`: `ui.reporter`).
+
+A stage takes the Attempt, not a bag of (spec, plan, session, store, run, report, context): what it
+may read is typed here, and a stage that needs more says so in this file.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from orchestrator.core.secrets import hide
+from orchestrator.core.spec import RunPlan, Spec
+from orchestrator.engines.base import Engine
+from orchestrator.host.push import Progress
+from orchestrator.host.session import HostSession
+from orchestrator.store.database import Run, Store
+
+
+class Stage(enum.Enum):
+    """The stages of a run, in the order `execute.run_one` goes through them (cleanup stages run
+    whatever happened before)."""
+
+    CHECK_FLAGS = "check flags"
+    CHECK_HOST = "check host"  # port and GPUs free
+    PUSH = "push checkpoints"
+    PREFLIGHT = "preflight"
+    PREPARE_PATCHES = "prepare patches"
+    APPLY_PATCHES = "apply patches"
+    LAUNCH = "launch"
+    WAIT_READY = "wait ready"
+    WORKLOAD = "workload"
+    STOP = "stop"  # cleanup from here on
+    READ_LOG = "read log"
+    RECORD = "record"
+    REVERT = "revert patches"
+
+
+class Reporter(Protocol):
+    """How the stages tell the user what happens (named hooks, no callables with attributes)."""
+
+    def message(self, label: str, text: str) -> None:
+        """A progress line for `label` (a run's `variant@host`, or a host's name)."""
+
+    def warning(self, label: str, text: str) -> None:
+        """Something the user should look at; the work goes on."""
+
+    def transfer(self, label: str) -> Progress:
+        """Progress of one transfer of bytes (a checkpoint push): ("total", n), ("advance", n)...,
+        then ("end", 0) whatever happened."""
+
+    def stage(self, label: str, stage: Stage) -> None:
+        """A run entered `stage`."""
+
+
+class Lines:
+    """A Reporter made of one (label, text) callable, such as the library face's `report`:
+    warnings are lines starting "warning: ", transfers and stages are not shown."""
+
+    def __init__(self, say: Callable[[str, str], None]):
+        self._say = say
+
+    def message(self, label: str, text: str) -> None:
+        self._say(label, text)
+
+    def warning(self, label: str, text: str) -> None:
+        self._say(label, f"warning: {text}")
+
+    def transfer(self, label: str) -> Progress:
+        return _unshown
+
+    def stage(self, label: str, stage: Stage) -> None:
+        return None
+
+
+def _unshown(kind: str, amount: int) -> None:
+    return None
+
+
+class Hiding:
+    """A Reporter that hides a run's secret values from everything it passes on."""
+
+    def __init__(self, inner: Reporter, secrets: dict[str, str]):
+        self._inner = inner
+        self._secrets = secrets
+
+    def message(self, label: str, text: str) -> None:
+        self._inner.message(label, hide(text, self._secrets))
+
+    def warning(self, label: str, text: str) -> None:
+        self._inner.warning(label, hide(text, self._secrets))
+
+    def transfer(self, label: str) -> Progress:
+        return self._inner.transfer(hide(label, self._secrets))
+
+    def stage(self, label: str, stage: Stage) -> None:
+        self._inner.stage(label, stage)
+
+
+def hiding(reporter: Reporter, secrets: dict[str, str]) -> Reporter:
+    """`reporter` with the run's secret values hidden; itself when the run has none."""
+    return Hiding(reporter, secrets) if secrets else reporter
+
+
+@dataclass
+class Attempt:
+    """A run plan being run on a host: what every stage reads, and the run row it records into."""
+
+    spec: Spec
+    plan: RunPlan
+    engine: Engine
+    session: HostSession
+    store: Store
+    run: Run
+    reporter: Reporter  # secrets already hidden
+    context: dict[str, Any]  # the render context of the launch script (`execute.run_context`)
+    label: str  # `variant@host`, what its progress lines start with
+    script: str  # the rendered launch script
+    secrets: dict[str, str]  # the run's secret values by name: hidden from all it prints and records
+    stage: Stage | None = None
+
+    def enter(self, stage: Stage) -> None:
+        self.stage = stage
+        self.reporter.stage(self.label, stage)
+
+    def say(self, text: str) -> None:
+        self.reporter.message(self.label, text)
+
+    def warn(self, text: str) -> None:
+        self.reporter.warning(self.label, text)
+
+    @property
+    def says(self) -> Callable[[str, str], None]:
+        """The reporter's message hook, for the host and engine layers (which take a `Say`)."""
+        return self.reporter.message

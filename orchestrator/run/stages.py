@@ -1,0 +1,82 @@
+"""The stages of a run that take the `Attempt` and do one thing each; `execute.run_one` calls them
+in order (see `attempt.Stage`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from orchestrator.core.spec import Spec
+from orchestrator.host import checkpoint, server
+from orchestrator.host.journal import APPLIED, DRIFTED
+from orchestrator.host.patchcheck import Prepared
+from orchestrator.store.database import CheckpointRow, PatchRow
+from .attempt import Attempt
+
+
+async def push_checkpoints(attempt: Attempt) -> None:
+    """Every checkpoint of the experiment to its dest on the host, recorded with the run."""
+    spec = attempt.spec
+    if not spec.checkpoints:
+        return
+    pushed = await checkpoint.push_for_run(spec.checkpoints, attempt.session.conn, attempt.context["checkpoints"],
+                                           lambda name: attempt.reporter.transfer(f"{attempt.label} {name}"))
+    for prepared, result in pushed:
+        attempt.store.add(CheckpointRow(
+            run_id=attempt.run.id, name=prepared.name, dest=result.dest, source_hash=prepared.source_hash,
+            transforms=list(prepared.transforms), result_hash=prepared.result_hash, manifest_hash=result.manifest,
+            files=result.files, total_bytes=result.total_bytes, sent_files=result.sent_files,
+            sent_bytes=result.sent_bytes, seconds=result.seconds))
+        moved = f"{result.sent_files} of {result.files} files, {result.sent_bytes / 2**20:.1f} MiB moved"
+        attempt.say(f"checkpoint {prepared.name} -> {result.dest}: {moved} in {result.seconds:.1f} s "
+                    f"(manifest {result.manifest[:12]})")
+
+
+async def local_checkpoints(spec: Spec, context: dict[str, Any]) -> dict[str, Path]:
+    """Each checkpoint's rendered dest -> its local (transformed) copy: what a preflight reads
+    before anything is pushed (dry run, `orch check`)."""
+    return {context["checkpoints"][c.name]: (await asyncio.to_thread(checkpoint.prepare, c)).folder
+            for c in spec.checkpoints}
+
+
+async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
+    """Each prepared patch applied, its journal record written before the file changes."""
+    for seq, (patch, file, before, after) in enumerate(prepared, 1):
+        record = await attempt.session.journal.apply(attempt.run.uid, seq, patch, file, before, after)
+        attempt.store.add(PatchRow(run_id=attempt.run.id, seq=seq, name=patch.name, target=patch.file, file=file,
+                                   sha256_before=record.sha256_before, sha256_after=record.sha256_after,
+                                   state=APPLIED))
+        attempt.say(f"patched {file} ({patch.name})")
+
+
+async def stop(attempt: Attempt, srv: server.Server | None) -> bytes:
+    """Stop the server, whatever happened before; returns its whole log (empty without a server)."""
+    if srv is None:
+        return b""
+    conn = attempt.session.conn
+    stopped = await server.stop(conn, srv)
+    summary = stopped.summary(server.STOP_GRACE_SECONDS)
+    attempt.store.event(attempt.run, "stopped", summary)
+    if not stopped.gone:
+        attempt.warn(f"server {summary}")
+    elif stopped.killed or stopped.strays:
+        attempt.say(f"server {summary}")
+    return await server.read_log(conn, srv, attempt.engine, attempt.spec.debug_pattern)
+
+
+async def revert_patches(attempt: Attempt) -> list[str]:
+    """Revert this run's patches. Returns the files that changed under us and were left alone (drifted)."""
+    host, store, run = attempt.session.host.name, attempt.store, attempt.run
+    reverted = await attempt.session.journal.revert(run.uid)
+    if not reverted:
+        return []
+    store.set_patch_states(run, {r.seq: r.state for r in reverted})
+    drifted = [r for r in reverted if r.state == DRIFTED]
+    for r in drifted:
+        message = (f"{host}:{r.file} changed during the run; left as it is. Original saved at "
+                   f"{r.backup}; `orch revert --host {host} --force` restores it")
+        store.event(run, "drifted", message)
+        attempt.say(message)
+    attempt.say(f"reverted {len(reverted) - len(drifted)} patch(es)")
+    return [f"{host}:{r.file}" for r in drifted]
