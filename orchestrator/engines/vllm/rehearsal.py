@@ -1,5 +1,7 @@
 """The vLLM rehearsal host: the stand-in tree `sim/vllm/` orch copies to a host (never imported by
-orch). A host gets one release: the base tree with `sim/releases/<release>/vllm/` laid over it."""
+orch). A host gets one release: the base tree with `sim/releases/<release>/vllm/` laid over it, plus
+the two files both rehearsals share, kept once in the SGLang tree: orch's checkpoint maker and the
+targets' numpy teacher."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ import shutil
 from pathlib import Path
 
 SIM_DIR = Path(__file__).parent / "sim"
-# orch's one checkpoint maker, copied into every assembled tree (see sim/make_checkpoints.py)
-SHARED_MAKER = Path(__file__).parents[1] / "sglang" / "sim" / "make_checkpoints.py"
-SHARED_MAKER_AT = "_rehearsal/shared_checkpoints.py"
+SGLANG_SIM = Path(__file__).parents[1] / "sglang" / "sim"
+SHARED = {  # path in the assembled tree -> the one copy, copied into every assembled tree
+    "_rehearsal/shared_checkpoints.py": SGLANG_SIM / "make_checkpoints.py",  # see sim/make_checkpoints.py
+    "_rehearsal/teacher.py": SGLANG_SIM / "sglang" / "srt" / "rehearsal_teacher.py",  # the true next tokens
+}
 CHECKPOINT_MAKER = SIM_DIR / "make_checkpoints.py"
 RELEASES_DIR = SIM_DIR / "releases"
 DEFAULT_RELEASE = "0.33.0"  # Kimi-K2.5 serves EAGLE-3 drafts from here on
@@ -33,8 +37,7 @@ def files(release: str) -> dict[str, Path]:
         for path in sorted(layer.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 found[str(path.relative_to(layer))] = path
-    found[SHARED_MAKER_AT] = SHARED_MAKER
-    return found
+    return {**found, **SHARED}
 
 
 def assemble(release: str, dest: Path) -> Path:
@@ -44,5 +47,6 @@ def assemble(release: str, dest: Path) -> Path:
     target = dest / "vllm"
     for layer in layers(release):
         shutil.copytree(layer, target, dirs_exist_ok=True, ignore=SKIP)
-    shutil.copyfile(SHARED_MAKER, target / SHARED_MAKER_AT)
+    for at, source in SHARED.items():
+        shutil.copyfile(source, target / at)
     return target

@@ -5,8 +5,8 @@
 The maker (the SGLang rehearsal's `make_checkpoints.py`, copied into the tree by `assemble` as
 `vllm/_rehearsal/shared_checkpoints.py`) imports its teacher as
 `sglang.srt.models.rehearsal_target.build_teacher`; here that name is served by the vLLM tree's
-numpy copy (`vllm/_rehearsal/teacher.py`), so a host needs no SGLang tree and both stand-ins load
-the same draft files.
+copy of the shared numpy teacher (`vllm/_rehearsal/teacher.py`), so a host needs no SGLang tree and
+both stand-ins load the same draft files.
 """
 
 import runpy

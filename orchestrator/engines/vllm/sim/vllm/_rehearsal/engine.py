@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from vllm._rehearsal import lines
 from vllm._rehearsal.draft import Draft
-from vllm._rehearsal.teacher import FIRST_WORD_ID, Target, mix
+from vllm._rehearsal.target import Target
+from vllm._rehearsal.teacher import FIRST_WORD_ID, mix
 
 
 @dataclass

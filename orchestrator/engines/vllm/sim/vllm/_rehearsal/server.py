@@ -23,7 +23,7 @@ from pathlib import Path
 
 from vllm._rehearsal import lines, weights
 from vllm._rehearsal.engine import Engine, Stats
-from vllm._rehearsal.teacher import Target
+from vllm._rehearsal.target import Target
 from vllm._version import __version__
 from vllm.entrypoints.openai.cli_args import FlexibleArgumentParser, make_arg_parser
 from vllm.model_executor.models.interfaces import supports_eagle3

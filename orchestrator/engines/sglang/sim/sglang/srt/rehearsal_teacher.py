@@ -1,11 +1,16 @@
-"""The rehearsal target's next-token function, in numpy alone.
+"""The rehearsal targets' "true" next-token function and the exact draft it is built from, in
+numpy alone and naming no engine: the one copy both rehearsal stand-ins run. It lives in the
+SGLang tree beside orch's one checkpoint maker (`make_checkpoints.py`, which writes the drafts from
+`build_teacher`); the vLLM rehearsal copies it into its tree as `vllm/_rehearsal/teacher.py` when it
+assembles one, so a draft checkpoint meets the same true tokens under both engines.
 
-The same function as the SGLang rehearsal's `srt/models/rehearsal_target.py` (`build_teacher`,
-`NextTokenOracle`), bit for bit, so that one draft checkpoint written by orch's
-`make_checkpoints.py` meets the same "true" tokens under both stand-ins; a test of orch compares the
-two. A target is not a language model: every target token embedding lives in the first half of the
-hidden state, each decoder layer is an orthogonal mixing (`rotations`), and the true next token is
-what the exact "teacher" draft predicts, overridden now and then by a context hash.
+A target is not a language model: it is a deterministic function from a context to the "true"
+next token, built so that an EAGLE-3 draft *can* learn it. Every target token embedding lives in
+the first half of the hidden state; each decoder layer is an orthogonal mixing (`rotations`), so
+the three captured layers together still hold the token exactly while the last layer alone holds
+it only through a rotation the draft was never trained on. The true next token is what the exact
+"teacher" draft predicts from the previous and current tokens, overridden now and then
+(`surprise` per mille) by a context hash, so even a perfect draft is not always right.
 """
 
 from __future__ import annotations
@@ -17,15 +22,19 @@ _MASK = (1 << 64) - 1
 
 
 def build_teacher(hidden, intermediate, target_layers, vocab, draft_vocab, capture, seed):
-    """(embed [vocab, hidden], rotations [layers x (hidden, hidden)], draft tensors by checkpoint key)."""
+    """The exact draft the target's next-token function is built from (float64, checkpoint names).
+
+    Returns (embed [vocab, hidden], rotations [layers x (hidden, hidden)], tensors by checkpoint key).
+    """
     rng = np.random.default_rng(seed)
     half = hidden // 2
-    scale = 0.02
+    scale = 0.02  # how small the "logit" half of a hidden state is next to the token half
     words = rng.standard_normal((vocab, half))
     words /= np.sqrt((words**2).mean(axis=1, keepdims=True))
     embed = np.zeros((vocab, hidden))
     embed[:, :half] = words
     rotations = [np.linalg.qr(rng.standard_normal((hidden, hidden)))[0] for _ in range(target_layers)]
+    # the draft vocabulary sits low in the vocabulary, like the frequent tokens SpecForge keeps
     hot = np.sort(rng.choice(np.arange(FIRST_WORD_ID, vocab - draft_vocab), size=draft_vocab, replace=False))
     mix_cur = rng.standard_normal((half, half)) / np.sqrt(half) * 0.6
     mix_prev = rng.standard_normal((half, half)) / np.sqrt(half) * 1.4
@@ -36,13 +45,14 @@ def build_teacher(hidden, intermediate, target_layers, vocab, draft_vocab, captu
     head /= np.linalg.norm(head, axis=1, keepdims=True)
     q_proj = rng.standard_normal((hidden, 2 * hidden)) * 0.02
     k_proj = rng.standard_normal((hidden, 2 * hidden)) * 0.02
+
     eye = np.eye(half)
     v_proj = np.zeros((hidden, 2 * hidden))
-    v_proj[:half, :half] = eye
-    v_proj[:half, hidden : hidden + half] = -eye
+    v_proj[:half, :half] = eye  # token half: current token ...
+    v_proj[:half, hidden : hidden + half] = -eye  # ... replaces the previous one carried in
     v_proj[half:, :half] = scale * mix_cur
     v_proj[half:, hidden : hidden + half] = scale * mix_prev
-    v_proj[half:, hidden + half :] = -np.eye(hidden - half)
+    v_proj[half:, hidden + half :] = -np.eye(hidden - half)  # drop the previous step's logit half
     down_proj = np.zeros((hidden, intermediate))
     down_proj[half:] = scale * down
     lm_head = np.zeros((draft_vocab, hidden))
@@ -91,7 +101,8 @@ def mix(*values: int) -> int:
 
 
 def draft_layer(w: dict, embeds: np.ndarray, hidden: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """One EAGLE-3 decoder layer on one position (attention over a single key is its value):
+    """One EAGLE-3 decoder layer on one position, or on a batch of them as rows (attention over a
+    single key is its value):
     (logits over the draft vocabulary, the pre-norm hidden state fed to the next draft step)."""
     x = np.concatenate([rms(embeds, w["layers.0.input_layernorm.weight"], eps),
                         rms(hidden, w["layers.0.hidden_norm.weight"], eps)], axis=-1)
@@ -102,44 +113,33 @@ def draft_layer(w: dict, embeds: np.ndarray, hidden: np.ndarray, eps: float) -> 
     return rms(out, w["norm.weight"], eps) @ w["lm_head.weight"].T, out
 
 
-class Target:
-    """The target model: aux hidden states for the draft and the true next tokens."""
+class Oracle:
+    """A target's next-token function, deterministic in the context; `embed`, `rotations` and the
+    teacher's tensors (`layers.0.*` names) are the target's stand-in weights."""
 
-    def __init__(self, text_config: dict):
-        n = int(text_config["num_hidden_layers"])
-        self.vocab_size = int(text_config["vocab_size"])
-        self.eps = float(text_config.get("rms_norm_eps", 1e-5))
-        self.surprise = int(text_config.get("rehearsal_surprise_per_mille", 40))
-        self.embed, self.rotations, teacher = build_teacher(
-            int(text_config["hidden_size"]), int(text_config["intermediate_size"]), n, self.vocab_size,
-            int(text_config["rehearsal_draft_vocab_size"]), [2, n // 2, n - 3], int(text_config["seed"]))
+    def __init__(self, hidden: int, intermediate: int, layers: int, vocab: int, draft_vocab: int, seed: int,
+                 eps: float = 1e-5, surprise: int = 40):
+        self.vocab_size, self.eps, self.surprise = vocab, eps, surprise
+        self.embed, self.rotations, teacher = build_teacher(hidden, intermediate, layers, vocab, draft_vocab,
+                                                            capture_layers(layers), seed)
         self.teacher = {k.replace("midlayer.", "layers.0."): v for k, v in teacher.items()}
         self.hot = teacher["d2t"] + np.arange(len(teacher["d2t"]))
-        self.num_layers = n
 
-    def aux_hidden_states(self, token: int, layers: tuple[int, ...]) -> np.ndarray:
-        """The inputs of the given decoder layers for one token, concatenated (vLLM's llama.py
-        captures `hidden_states + residual` before layer idx runs)."""
-        state, captured = self.embed[token], []
-        for idx, rotation in enumerate(self.rotations):
-            if idx in layers:
-                captured.append(state)
-            state = state @ rotation
-        return np.concatenate(captured)
+    def next_token_ids(self, contexts: list[list[int]]) -> list[int]:
+        """The true next token of each context (one batched teacher step)."""
+        if not contexts:
+            return []
+        prev = np.array([ctx[-2] if len(ctx) > 1 else 0 for ctx in contexts])
+        cur = np.array([ctx[-1] for ctx in contexts])
+        logits, _ = draft_layer(self.teacher, self.embed[cur], self.embed[prev], self.eps)
+        ids = self.hot[logits.argmax(axis=-1)].tolist()
+        for i, ctx in enumerate(contexts):
+            h = mix(len(ctx), *ctx[-3:])
+            if h % 1000 < self.surprise:
+                ids[i] = FIRST_WORD_ID + (h >> 10) % (self.vocab_size - FIRST_WORD_ID)
+        return ids
 
-    def last_hidden_state(self, token: int) -> np.ndarray:
-        """The last decoder layer's output for one token: what the draft reads without aux capture."""
-        state = self.embed[token]
-        for rotation in self.rotations:
-            state = state @ rotation
-        return state
 
-    def next_token(self, context: list[int]) -> int:
-        prev = context[-2] if len(context) > 1 else 0
-        carried = self.embed[prev]
-        logits, _ = draft_layer(self.teacher, self.embed[context[-1]], carried, self.eps)
-        token = int(self.hot[int(np.argmax(logits))])
-        h = mix(len(context), *context[-3:])
-        if h % 1000 < self.surprise:
-            token = FIRST_WORD_ID + (h >> 10) % (self.vocab_size - FIRST_WORD_ID)
-        return token
+def capture_layers(layers: int) -> list[int]:
+    """The aux layers the teacher's fc reads (an early, a middle and a late one, as EAGLE-3 picks)."""
+    return [2, layers // 2, layers - 3]
