@@ -423,11 +423,6 @@ def sha256_prefix(p: str, length: int) -> str:
     return f"head -c {int(length)} -- {path(p)} | sha256sum"
 
 
-def write_stdin(p: str, append: bool) -> str:
-    """Write (or append) the command's standard input to a file."""
-    return f"cat {'>>' if append else '>'} {path(p)}"
-
-
 def flag_sources(folder: str, patterns: tuple[str, ...]) -> str:
     """`sha256  relative-path` of each file under `folder` matching the globs (the files that declare
     SGLang's flags), sorted, one per line; nothing when none exist."""
