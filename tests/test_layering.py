@@ -8,7 +8,7 @@ engine *seam*, `engines/__init__.py` is the *registry*, the engine packages `eng
     -------   -----------------------------------------   ---------------------------------------------
     errors    errors.py                                   seam (typed evidence, e.g. a Diagnosis)
     registry  engines/__init__.py                         seam (engine modules named as strings, loaded on use)
-    seam      engines/base.py, fields, finding, ...       errors, core; host in annotations only (TYPING_ONLY)
+    seam      engines/base.py, fields, finding, ...       errors, core; host, remote in annotations only
     core      core/                                       errors, registry       (pure: see below)
     remote    remote/                                     errors, core
     store     store/                                      errors, core, seam
@@ -20,8 +20,9 @@ engine *seam*, `engines/__init__.py` is the *registry*, the engine packages `eng
 
 Every import counts: at the top, inside a function, under `if TYPE_CHECKING:` (a type is
 knowledge of the layer it comes from, whether or not Python loads it). One exception, written in
-TYPING_ONLY: the seam's `Engine` names the host session its host-side methods take, under
-`if TYPE_CHECKING:` only, so nothing of host is loaded with it.
+TYPING_ONLY: the seam names the host session and the Connection its host-side code takes (the
+Engine's host-side methods, the preflight's HostFiles), under `if TYPE_CHECKING:` only, so nothing
+of host or remote is loaded with it.
 
 The registry is data: each engine's name, launch template and the modules of its preflight codes
 and rehearsal stand-in, as strings; it imports an engine only when asked for one. core reads it
@@ -66,7 +67,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "top", "registry"}),
     "top": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "registry"}),
 }
-TYPING_ONLY: dict[str, frozenset[str]] = {"seam": frozenset({"host"})}  # under `if TYPE_CHECKING:` only
+TYPING_ONLY: dict[str, frozenset[str]] = {"seam": frozenset({"host", "remote"})}  # under `if TYPE_CHECKING:` only
 FOLDERS = {"core", "remote", "store", "host", "run", "cli"}  # a folder that is a layer of its own
 
 CORE_FORBIDDEN_LIBRARIES = {"asyncio", "asyncssh", "sqlmodel", "sqlalchemy"}

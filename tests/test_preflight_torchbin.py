@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from orchestrator.engines.sglang import preflight_weights
+from orchestrator.engines import draftweights as preflight_weights
 from orchestrator.engines import torchbin
-from orchestrator.engines.sglang.preflight_run import HostFiles
+from orchestrator.engines.hostfiles import HostFiles
 
 FIXTURES = ROOT / "tests" / "fixtures" / "drafts"
 HOT = np.array([3, 4, 5, 9, 10, 20, 21, 22, 30, 31, 40, 41, 42, 50, 51, 60])  # make_bin.py's kept ids

@@ -1,5 +1,5 @@
 """The I/O half of the EAGLE-3 preflight: reads config.json files, the draft's weights (tensor
-names and shapes by ranged reads, see preflight_weights.py) and the host's installed SGLang source
+names and shapes by ranged reads, see engines/draftweights.py) and the host's installed SGLang source
 (see preflight_source.py) over any Connection, then hands them to the pure `engines.sglang.preflight`.
 
 `findings_for` is what the engine's `preflight` answers; `run/preflight.py` stores and judges them.
@@ -11,7 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import preflight_source, preflight_weights
+from orchestrator.engines import draftweights as preflight_weights
+from orchestrator.engines.hostfiles import HostFiles
+
+from . import preflight_source
 from orchestrator.core import shell
 from orchestrator.host.session import package_dir, package_version
 from . import PACKAGE, VERSION_FILES
@@ -22,49 +25,7 @@ from orchestrator.core.spec import PatchDef
 
 SPECULATIVE = ("EAGLE3", "EAGLE", "NEXTN")  # NEXTN runs as EAGLE
 
-__all__ = ["HostFiles", "findings_for"]
-
-
-class HostFiles:
-    """Reads on the host; paths under an `overlay` key are read from that local folder instead
-    (for `orch check` before a checkpoint has been pushed)."""
-
-    def __init__(self, conn: Any, overlay: dict[str, Path] | None = None):
-        self.conn = conn
-        self.overlay = overlay or {}
-
-    def _local(self, path: str) -> Path | None:
-        for prefix, folder in self.overlay.items():
-            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                return folder / path[len(prefix):].lstrip("/")
-        return None
-
-    async def read(self, path: str) -> bytes:
-        local = self._local(path)
-        return local.read_bytes() if local is not None else await self.conn.read_file(path)
-
-    async def read_range(self, path: str, offset: int, length: int) -> bytes:
-        local = self._local(path)
-        if local is not None:
-            with open(local, "rb") as handle:
-                handle.seek(offset)
-                return handle.read(length)
-        return (await self.conn.run(shell.read_range(path, offset, length))).stdout
-
-    async def size(self, path: str) -> int:
-        local = self._local(path)
-        if local is not None:
-            return local.stat().st_size
-        found = await self.conn.stat(path)
-        if found is None:
-            raise FileNotFoundError(path)
-        return found.size
-
-    async def names(self, folder: str, suffix: str) -> list[str]:
-        local = self._local(folder)
-        if local is not None:
-            return sorted(p.name for p in local.glob(f"*{suffix}") if p.is_file())
-        return sorted(n for n in (await self.conn.run(shell.list_named(folder, suffix))).out.splitlines() if n)
+__all__ = ["findings_for"]
 
 
 async def findings_for(conn: Any, host: Any, params: dict[str, Any], env: dict[str, str],

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.engines.finding import ERROR, INFO, Finding, acknowledged
-from orchestrator.engines.sglang.preflight_run import HostFiles
-from orchestrator.engines.sglang.preflight_weights import read as read_weights
+from orchestrator.engines.hostfiles import HostFiles
+from orchestrator.engines.draftweights import read as read_weights
 from orchestrator.host.session import HostSession, package_version
 
 from . import hostside, logimport, preflight, source
