@@ -212,6 +212,20 @@ def upward_imports(modules: list[Module]) -> list[str]:
     return found
 
 
+def cross_engine_imports(modules: list[Module]) -> list[str]:
+    """An engine package imports no other engine's: what two engines share lives in the seam."""
+    found = []
+    for module in modules:
+        parts = module.name.split(".")
+        if layer_of(module.name) != "engines" or len(parts) < 3:
+            continue
+        for target, line in imports(module):
+            other = target.split(".")
+            if layer_of(target) == "engines" and len(other) > 2 and other[2] != parts[2]:
+                found.append(f"{module.where}:{line}: engine {parts[2]} imports {target}")
+    return found
+
+
 def misplaced_libraries(modules: list[Module]) -> list[str]:
     """Rule (b): a third-party library imported outside the one layer that wraps it."""
     found = []
@@ -336,6 +350,21 @@ def test_table_fires_on_upward_imports_relative_and_under_type_checking():
         "orchestrator/engines/base.py:4: seam imports orchestrator.host.push (host)",
         "orchestrator/engines/__init__.py:2: registry imports orchestrator.engines.sglang.engine (engines)",
     ]
+
+
+def test_cross_engine_rule_fires_on_another_engines_module_only():
+    vllm = parse("orchestrator/engines/vllm/x.py", (
+        "from orchestrator.engines.sglang.preflight_run import findings_for\n"
+        "from orchestrator.engines.hostfiles import HostFiles\n"
+        "from . import logs\n"
+    ))
+    assert cross_engine_imports([vllm]) == [
+        "orchestrator/engines/vllm/x.py:1: engine vllm imports orchestrator.engines.sglang.preflight_run"]
+
+
+def test_no_engine_imports_another():
+    offences = cross_engine_imports(orch_modules())
+    assert not offences, _report(offences)
 
 
 def test_library_rule_fires_outside_the_wrapping_layer_only():
