@@ -76,3 +76,24 @@ def _quote_end(text: str, i: int) -> int:
             return j + 1
         i = j + 1
     return len(text)
+
+
+def required_literal(pattern: str) -> str | None:
+    """A literal every match of `pattern` contains (the longest top-level run), if one is obvious:
+    what finds a debug pattern's lines fast (a literal search first, the regex on those lines only)."""
+    try:
+        from re import _parser  # the stdlib's own pattern parser; any failure just means "no prefilter"
+
+        parsed = _parser.parse(pattern)
+        if parsed.state.flags & re.IGNORECASE:
+            return None
+        best, run = "", ""
+        for op, arg in parsed:
+            if op is _parser.LITERAL:
+                run += chr(arg)
+            else:
+                best, run = max(best, run, key=len), ""
+        best = max(best, run, key=len)
+    except Exception:
+        return None
+    return best if len(best) >= 3 else None

@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from .diagnosis import HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, PATCHED_MODULE_IMPORT, TRACEBACK_OPENERS, Diagnosis, diagnose
 from orchestrator.engines.base import DebugLine
-from orchestrator.engines.fields import parse_fields
+from orchestrator.engines.fields import parse_fields, required_literal
 from .stats import DECODE, PREFILL, DecodeStats, PrefillStats, parse_decode_line, parse_prefill_line, parse_stats_lines
 
 __all__ = [
@@ -57,26 +57,6 @@ def _debug_line(line: str, tag: re.Pattern[str]) -> DebugLine | None:
     line = line.rstrip("\r\n")
     m = tag.search(line)
     return None if m is None else DebugLine(line, parse_fields(line[m.end():]))
-
-
-def _required_literal(pattern: str) -> str | None:
-    """A literal every match of `pattern` contains (the longest top-level run), if one is obvious."""
-    try:
-        from re import _parser  # the stdlib's own pattern parser; any failure just means "no prefilter"
-
-        parsed = _parser.parse(pattern)
-        if parsed.state.flags & re.IGNORECASE:
-            return None
-        best, run = "", ""
-        for op, arg in parsed:
-            if op is _parser.LITERAL:
-                run += chr(arg)
-            else:
-                best, run = max(best, run, key=len), ""
-        best = max(best, run, key=len)
-    except Exception:
-        return None
-    return best if len(best) >= 3 else None
 
 
 # ---- whole logs -------------------------------------------------------------------------------
@@ -121,7 +101,7 @@ def _report(buf, debug_pattern: str, text: Callable, patched: tuple[str, ...]) -
     args = _lines_with(buf, encode(SERVER_ARGS), nl, first_only=True)
     server_args = text(args[0]).split(SERVER_ARGS, 1)[1].rstrip("\r") if args else None
     tag = re.compile(debug_pattern)
-    literal = _required_literal(debug_pattern)
+    literal = required_literal(debug_pattern)
     if literal:
         # Searched without leading punctuation: re scans for a literal's first byte, and "-", "[" or ":"
         # are on every timestamped line. The tag regex below still decides.
@@ -191,7 +171,7 @@ def _evidence_span(buf, nl, name: str, at: int) -> tuple[int, int]:
 def host_grep_pattern(debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> str | None:
     """An extended regex (for `grep -E` on the host) matching every line `parse_log` reads outside
     the log's last TAIL_SIZE bytes; None when the debug pattern has no literal to search for."""
-    literal = _required_literal(debug_pattern)
+    literal = required_literal(debug_pattern)
     if literal is None:
         return None
     return "|".join(re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", text)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 
 from orchestrator.engines.base import DebugLine, Diagnosis, LogReport, Measure, SeriesPoint
-from orchestrator.engines.fields import parse_fields
+from orchestrator.engines.fields import parse_fields, required_literal
 
 from .diagnosis import NEEDLES, diagnose
 from .stats import SPEC_HEADER, THROUGHPUT_HEADER, spec_row, throughput_row
@@ -129,24 +129,10 @@ def _debug_lines(data: bytes, pattern: str) -> list[DebugLine]:
 
 
 def _literal(pattern: str) -> str | None:
-    """The longest literal run every match of `pattern` holds (from the stdlib's own pattern
-    parser), without leading punctuation; None when there is none of 3 characters."""
-    from re import _parser  # type: ignore[attr-defined]
-
-    try:
-        parsed = _parser.parse(pattern)
-    except re.error:
-        return None
-    if parsed.state.flags & re.IGNORECASE:
-        return None
-    best, run = "", ""
-    for op, arg in parsed:
-        if op is _parser.LITERAL:
-            run += chr(arg)
-        else:
-            best, run = max(best, run, key=len), ""
-    best = max(best, run, key=len).lstrip("-[]():. ")
-    return best if len(best) >= 3 else None
+    """The longest literal run every match of `pattern` holds, without leading punctuation; None
+    when there is none of 3 characters."""
+    found = (required_literal(pattern) or "").lstrip("-[]():. ")
+    return found if len(found) >= 3 else None
 
 
 def host_grep_pattern(debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> str | None:
