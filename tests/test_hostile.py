@@ -21,12 +21,14 @@ import pytest
 
 import sshd
 from conftest import ROOT
-from orchestrator.host import rehearsal as rehearsal_host
+from orchestrator import engines
 from orchestrator.run import execute
 from orchestrator.core import inventory as inventories, plancheck, render, spec as specs
 from orchestrator.engines.sglang import rehearsal as sim
 from orchestrator.errors import SpecError
 from test_bad_inputs import orch
+
+SGLANG_REHEARSAL = engines.get("sglang").rehearsal()
 
 TEMPLATE = ROOT / "templates" / "sglang_launch.sh.j2"
 BASE = (Path(__file__).parent / "bad_inputs" / "base" / "experiment.yaml").read_text()
@@ -243,7 +245,7 @@ def hostile_run(tmp_path: Path) -> tuple[Path, str, str, Path, Path]:
     value = "".join(v for k, v in kinds.items() if k != "100kb") + kinds["100kb"][-2000:]
     workdir = str(tmp_path / "work dir;$(touch {c})`touch {c}`'q\"".format(c=canary))
     drafts = tmp_path / "drafts"
-    subprocess.run([sys.executable, str(rehearsal_host.MAKER), str(drafts)], check=True,
+    subprocess.run([sys.executable, str(SGLANG_REHEARSAL.checkpoint_maker), str(drafts)], check=True,
                    capture_output=True)
     draft = drafts / "eagle3-draft"
     odd_file = draft / "notes $(touch canary);`touch canary`'\" *.txt"  # a file name holds no `/`

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
+from orchestrator import engines
 from orchestrator.host import occupancy, server
 from orchestrator.errors import HostError, ServerError
 from orchestrator.core.inventory import Host
@@ -106,7 +107,7 @@ def test_only_the_runs_own_server_counts_as_ready(tmp_path, monkeypatch):
         srv = await server.launch(conn, str(tmp_path / "work" / "runs" / "r1"), "#!/usr/bin/env bash\nexec sleep 300\n", port)
         proc = squat(port)
         try:
-            await server.wait_ready(conn, srv, timeout=20)
+            await server.wait_ready(conn, srv, 20, engines.get("sglang"))
         finally:
             proc.kill()
             proc.wait()

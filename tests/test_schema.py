@@ -16,7 +16,7 @@ from orchestrator.store.database import Run, Store
 
 WRITER = """
 import sys
-from orchestrator.store import Run, Store
+from orchestrator.store.database import Run, Store
 store = Store(sys.argv[1])
 store.add(Run(uid=sys.argv[2], experiment="race", variant="v", host="h"))
 """

@@ -16,11 +16,13 @@ import pytest
 from conftest import ROOT, free_port
 from test_run import orch
 
-from orchestrator.host import rehearsal as rehearsal_host
+from orchestrator import engines
 from orchestrator.host import server
 from orchestrator.engines.sglang import rehearsal as rehearsal_sim
 from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
+
+SGLANG_REHEARSAL = engines.get("sglang").rehearsal()
 
 # exits with 7 on SIGTERM; writes `started` once its handler is in place
 PROMPT_EXIT = ("#!/usr/bin/env bash\nexec python3 -c 'import signal, sys, time; "
@@ -88,7 +90,7 @@ def test_a_server_killed_after_the_grace_has_no_exit_code_and_says_nothing_of_on
 def rehearsal_tree(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("sim")
     rehearsal_sim.assemble(rehearsal_sim.DEFAULT_RELEASE, root)
-    subprocess.run([sys.executable, str(rehearsal_host.MAKER),
+    subprocess.run([sys.executable, str(SGLANG_REHEARSAL.checkpoint_maker),
                     str(root / "checkpoints")], check=True, capture_output=True)
     return root
 
@@ -106,7 +108,7 @@ def test_the_rehearsal_server_stops_within_0_3_s_and_exits_0(tmp_path, rehearsal
         try:
             for trial in range(2):
                 srv = await server.launch(conn, str(tmp_path / "work" / "runs" / f"r{trial}"), script, port)
-                await server.wait_ready(conn, srv, timeout=60)
+                await server.wait_ready(conn, srv, 60, engines.get("sglang"))
                 began = time.monotonic()
                 stopped = await server.stop(conn, srv)
                 results.append((time.monotonic() - began, stopped))

@@ -97,6 +97,6 @@ def test_inventory_refuses_a_release_it_cannot_emulate(tmp_path: Path):
     with pytest.raises(SpecError) as caught:
         inventory.load(path)
     message = str(caught.value)
-    assert message.startswith(f"{path}:4: host 'local' rehearsal must be true, false or an emulated SGLang release: ")
-    assert "0.4.10, 0.5.9, 0.5.23 (true means 0.5.9)" in message and "\n" not in message
+    assert message.startswith(f"{path}:4: host 'local' rehearsal must be true, false or an emulated engine release: ")
+    assert "0.4.10, 0.5.9, 0.5.23, 0.10.1.1, 0.33.0 (true means 0.5.9)" in message and "\n" not in message
     assert caught.value.exit_code == 2

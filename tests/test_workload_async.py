@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.host import rehearsal as rehearsal_host
+from orchestrator import engines
 from orchestrator.remote import http
 from orchestrator import engines
 from orchestrator.engines.base import WorkloadResult
@@ -22,6 +22,8 @@ from orchestrator.engines.sglang.engine import verify_accept_len
 from orchestrator.run import workload
 from orchestrator.errors import WorkloadError
 from orchestrator.core.spec import Workload
+
+SGLANG_REHEARSAL = engines.get("sglang").rehearsal()
 
 RUNNING = re.compile(r"Decode batch.*?#running-req: (\d+)")
 SPEC_ARGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
@@ -40,7 +42,7 @@ def rehearsal(tmp_path_factory):
     root = tmp_path_factory.mktemp("sim")
     rehearsal_sim.assemble(rehearsal_sim.DEFAULT_RELEASE, root)
     checkpoints = root / "checkpoints"
-    subprocess.run([sys.executable, str(rehearsal_host.MAKER), str(checkpoints)],
+    subprocess.run([sys.executable, str(SGLANG_REHEARSAL.checkpoint_maker), str(checkpoints)],
                    check=True, capture_output=True)
     port, log = free_port(), root / "server.log"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "ORCH_REHEARSAL_LOAD_SECONDS": "0",
