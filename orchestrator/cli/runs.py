@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -48,7 +47,17 @@ def run(
         if not plans:
             ui.console.print("every plan already has a succeeded run with the same fingerprint; nothing to do")
             raise typer.Exit(EXIT_OK)
-    outcomes = asyncio.run(execute.run_all(spec, plans, chosen, store, ui.reporter, dry_run=dry_run))
+    from orchestrator.core.clock import now
+    from . import interrupt
+
+    controller, since = execute.controller(), now()  # the runs this command makes, found again after a signal
+    done, why = interrupt.run(execute.run_all(spec, plans, chosen, store, ui.reporter, dry_run=dry_run),
+                              store, controller, since)
+    if why is not None:  # every host cleaned up: what each did, the runs, exit 130
+        outcomes = interrupt.report(store, controller, since, [h.name for h in chosen], plans, f"interrupted by {why}")
+        ui.summary(outcomes, engines.get(spec.engine).metrics)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    outcomes = done or []
     if not dry_run:
         ui.summary(outcomes, engines.get(spec.engine).metrics)
         # a plan that never became a run (its host refused, or could not be reached) is shown by

@@ -458,6 +458,15 @@ def run_folders(runs_dir: str, log: str) -> str:
     )
 
 
+def live_run_folders(runs_dir: str) -> str:
+    """The name of each run folder of `runs_dir` whose server's process group (its pid file) has a
+    live process, one a line; zombies aside."""
+    return (
+        f"{_LIVE_GROUP}cd {path(runs_dir)} 2>/dev/null || exit 0; for d in */; do d=${{d%/}}; "
+        "[ -f \"$d/pid\" ] && g=$(cat \"$d/pid\") && [ -n \"$g\" ] && (live_group) && printf '%s\\n' \"$d\"; done; true"
+    )
+
+
 def remove_run_folders(runs_dir: str, uids: list[str]) -> str:
     """Remove the named run folders of `runs_dir`; a name that is not a run uid is refused."""
     for uid in uids:

@@ -60,7 +60,12 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
         dead.setdefault(record.run, f"it left patches applied on {name}")
     if leftovers:
         report(name, f"reverting {len(leftovers)} patch(es) left applied by run(s) {', '.join(sorted({r.run for r in leftovers}))}")
-    await _stop_leftover_servers(session, sorted(dead), report)
+    # every server still up under this host's runs: none belongs to a live command (this one holds
+    # the lock), whatever its run says (a run marked ended may have left its server holding the port)
+    left_up = await _live_servers(session)
+    stopped = await _stop_leftover_servers(session, sorted(set(dead) | set(left_up)), report)
+    for uid in stopped:
+        _note(store, uid, "recovered", f"a later command on {name} stopped the server it left running")
     reverted = await session.journal.revert(force=force) if leftovers else []
     await session.journal.sweep()
     still_journaled = {(r.run, r.seq) for r in await session.journal.records()}
@@ -105,8 +110,23 @@ async def _show_drift(session: HostSession, report: Say) -> None:
                + patching.unified(original, current, record.file.lstrip("/")))
 
 
-async def _stop_leftover_servers(session: HostSession, uids: list[str], report: Say) -> None:
-    """A dead controller's server keeps its GPUs and port: stop each one that is still up."""
+async def _live_servers(session: HostSession) -> list[str]:
+    """The run folders whose server has a live process, by the pid each folder recorded."""
+    done = await session.conn.run(shell.live_run_folders(f"{session.host.workdir}/runs"), idempotent=True)
+    return [line for line in done.out.splitlines() if shell.RUN_UID.fullmatch(line)]
+
+
+def _note(store: Store, uid: str, kind: str, message: str) -> None:
+    try:
+        store.event(store.get(uid), kind, message)
+    except OrchError:
+        pass  # a run of another database
+
+
+async def _stop_leftover_servers(session: HostSession, uids: list[str], report: Say) -> list[str]:
+    """A dead controller's server keeps its GPUs and port: stop each one that is still up, checked
+    by its run mark (never by name); returns the uids whose server was stopped."""
+    stopped = []
     for uid in uids:
         run_dir = f"{session.host.workdir}/runs/{uid}"
         try:
@@ -121,5 +141,7 @@ async def _stop_leftover_servers(session: HostSession, uids: list[str], report: 
                    "started (the host restarted, or the pid was reused); left it alone")
             continue
         gone = (await server.stop(session.conn, server.Server(run_dir, int(pid), 0))).gone
+        stopped.append(uid)
         report(session.host.name, f"stopped the server run {uid} left running (pid {pid})" if gone
                else f"warning: the server run {uid} left running (pid {pid}) survived SIGKILL")
+    return stopped

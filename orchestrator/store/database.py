@@ -333,6 +333,16 @@ def running_runs(store: Store, host: str, controller: str, since: str = "") -> l
         return list(s.exec(query).all())
 
 
+def controller_runs(store: Store, controller: str, since: str, host: str | None = None) -> list[Run]:
+    """Every run one controller process (`hostname:pid`) started since `since` (an ISO time),
+    whatever their status, oldest first; only `host`'s when given."""
+    with store.session() as s:
+        query = select(Run).where(Run.controller == controller, Run.started_at >= since)
+        if host is not None:
+            query = query.where(Run.host == host)
+        return list(s.exec(query.order_by(Run.id)).all())  # type: ignore[arg-type]
+
+
 class CheckpointRow(SQLModel, table=True):
     """One checkpoint pushed for a run: what it came from, how it was transformed, what arrived."""
 

@@ -1,0 +1,127 @@
+"""`orch run` under SIGINT, SIGTERM and SIGHUP (a closed terminal): the first signal cancels the
+sweep, so each host's run stops its server and reverts its patches in its own cleanup (which no
+later cancellation cuts short, `run/execute.py`); a second one says what is still being cleaned up
+and the command that finishes it should orch be killed. Past CLEANUP_BOUND_S orch gives up and
+exits 130 all the same, saying what is left: the journal survives a kill at any point.
+
+The default action of SIGTERM and SIGHUP ends the process at once, no `finally` run: hence the
+handlers in the event loop, for all three."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections import Counter
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from orchestrator.core.spec import RunPlan
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
+from orchestrator.host import server
+from orchestrator.store.database import INTERRUPTED, RUNNING, SUCCEEDED, PatchRow, Run, Store, controller_runs
+from . import ui
+
+T = TypeVar("T")
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+CLEANUP_BOUND_S = server.STOP_GRACE_SECONDS + 30  # every server's grace, then the reverts
+
+
+def run(work: Coroutine[Any, Any, T], store: Store, controller: str, since: str) -> tuple[T | None, str | None]:
+    """`work` to its end: `(its result, None)`, or `(None, the signal's name)` once a signal
+    stopped it and every host's cleanup is done."""
+    return asyncio.run(_guarded(work, store, controller, since))
+
+
+async def _guarded(work: Coroutine[Any, Any, T], store: Store, controller: str, since: str) -> tuple[T | None, str | None]:
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    got: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if got:  # the cleanup goes on: say what it still has to do
+            for line in still_left(store, controller, since):
+                ui.error(line)
+            return
+        got.append(sig.name)
+        if sig == signal.SIGHUP and os.isatty(1):
+            _detach_terminal()  # the terminal is gone: a write to it would fail the cleanup
+        ui.error(f"{sig.name}: stopping every host's server and reverting every patch "
+                 f"(at most {CLEANUP_BOUND_S:.0f} s; a second Ctrl-C says what is left)")
+        task.cancel(f"interrupted by {sig.name}")
+        loop.call_later(CLEANUP_BOUND_S, give_up)
+
+    def give_up() -> None:
+        ui.error(f"cleanup still not done after {CLEANUP_BOUND_S:.0f} s; exiting")
+        for line in still_left(store, controller, since):
+            ui.error(line)
+        os._exit(EXIT_INTERRUPTED)
+
+    for sig in SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        return await task, None
+    except asyncio.CancelledError:
+        if not got:
+            raise
+        return None, got[0]
+    finally:
+        for sig in SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+def _detach_terminal() -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+
+
+def still_left(store: Store, controller: str, since: str) -> list[str]:
+    """What the cleanup has not finished, host by host, and the command that finishes it."""
+    running = [r for r in controller_runs(store, controller, since) if r.status == RUNNING]
+    if not running:
+        return ["nothing left running; orch exits once every host's connection is closed"]
+    pid = controller.rsplit(":", 1)[-1]
+    return [f"{r.host}: run {r.uid} is still stopping its server / reverting its patches; if orch must stop now "
+            f"(kill -9 {pid}), `orch revert --host {r.host}` finishes the cleanup" for r in running]
+
+
+def report(store: Store, controller: str, since: str, hosts: list[str], plans: list[RunPlan], why: str) -> list[Any]:
+    """Print what the interruption did on each host; return the outcomes for the summary: every run
+    this command made, then each plan it never started."""
+    from orchestrator.run.execute import Outcome
+
+    made = controller_runs(store, controller, since)
+    for host in hosts:
+        ui.progress(host, _host_line([r for r in made if r.host == host], store))
+    outcomes = [Outcome(r.id, r.uid, r.variant, r.host, r.status, store.record(r)["metrics"], tuple(r.flags or ()),
+                        r.error, exit_code=_exit_code(r.status)) for r in made]
+    started = Counter(r.plan_key for r in made)
+    for plan in plans:
+        if started[plan.key] > 0:
+            started[plan.key] -= 1
+            continue
+        outcomes.append(Outcome(None, "-", plan.variant, "-", INTERRUPTED, error=f"not started: {why}",
+                                exit_code=EXIT_INTERRUPTED))
+    return outcomes
+
+
+def _host_line(runs: list[Run], store: Store) -> str:
+    cut = [r for r in runs if r.status == INTERRUPTED]
+    if not cut:
+        return f"no run was in progress; {len(runs)} run(s) had ended"
+    parts = []
+    for r in cut:
+        events = {e["kind"]: e["message"] for e in store.record(r)["events"]}
+        stopped = f"server stopped ({events['stopped']})" if "stopped" in events else "no server was running"
+        patches = store.children(r, PatchRow)
+        reverted = sum(p.state == "reverted" for p in patches)
+        left = len(patches) - reverted
+        parts.append(f"run {r.uid} interrupted: {stopped}; {reverted} patch(es) reverted"
+                     + (f", {left} not reverted: see `orch patches`" if left else ""))
+    return "; ".join(parts)
+
+
+def _exit_code(status: str) -> int:
+    return {SUCCEEDED: EXIT_OK, INTERRUPTED: EXIT_INTERRUPTED}.get(status, EXIT_RUN_FAILED)

@@ -1,0 +1,216 @@
+"""SIGINT, SIGTERM and SIGHUP to a real `orch run` of a sweep over several rehearsal hosts, at
+chosen moments (a server launching, ready, under its workload): after each, no file of any host's
+installed stand-in differs from its pristine copy, no process carries a run mark of the test's
+hosts, no run is left `running`, and orch exits 130 with a line per host and the summary."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import sshd
+from conftest import ROOT, free_port
+from test_crash import environment, orch, records, snapshot
+
+HOSTS = ("h1", "h2")
+# what the controller prints at each moment (its progress lines)
+MOMENTS = {"launch": "server launched", "ready": "ready after", "workload": "sending"}
+TERMINAL = {"succeeded", "failed", "interrupted"}
+
+
+def sweep_project(project: Path, hosts: tuple[str, ...] = HOSTS, ssh_entry: str = "") -> Path:
+    """Local rehearsal hosts with their own workdirs and ports, and the demo experiment with
+    enough requests that a run is still under its workload when the signal comes."""
+    entries = "".join(f"  {h}:\n    transport: local\n    workdir: {project / h}\n    gpus: 8\n    rehearsal: true\n"
+                      for h in hosts)
+    (project / "inventory.yaml").write_text("hosts:\n" + entries + ssh_entry)
+    spec = project / "experiments" / "eagle_debug.yaml"
+    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("requests: 16", "requests: 400")
+    # each variant on its own port: the hosts are all this machine
+    text = text.replace("    patches: [debug-hidden-states, kimi-embed-and-head]\n",
+                        f"    patches: [debug-hidden-states, kimi-embed-and-head]\n    params: {{port: {free_port()}}}\n")
+    text = text.replace("params: {speculative_algorithm: EAGLE3}", f"params: {{speculative_algorithm: EAGLE3, port: {free_port()}}}")
+    spec.write_text(text)
+    return spec
+
+
+def installed(workdir: Path) -> dict[str, str]:
+    return snapshot(workdir / "rehearsal" / "sglang")
+
+
+def marked_processes(root: Path) -> list[int]:
+    """Live processes whose run mark (ORCH_RUN_DIR) lies under `root`, read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state = (entry / "stat").read_text().rsplit(") ", 1)[1].split()[0]
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        marks = [e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"ORCH_RUN_DIR=")]
+        if state != "Z" and marks and marks[0].startswith(str(root)):
+            found.append(int(entry.name))
+    return found
+
+
+def start(project: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=environment(project),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def wait_for(proc: subprocess.Popen, marker: str, seconds: float = 120) -> str:
+    deadline, output = time.monotonic() + seconds, ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        output += line
+        if marker in line:
+            return output
+    raise AssertionError(f"no {marker!r} in the controller's output:\n{output}")
+
+
+def prepared(project: Path, spec: Path) -> dict[str, dict[str, str]]:
+    """Install every host's stand-in (a dry run) and hash it pristine."""
+    done = orch(project, "run", str(spec), "--hosts", ",".join(HOSTS), "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {h: installed(project / h) for h in HOSTS}
+
+
+def interrupt(project: Path, spec: Path, sig: signal.Signals, moment: str, delay: float = 0.0,
+              hosts: tuple[str, ...] = HOSTS) -> tuple[subprocess.Popen, str, float]:
+    proc = start(project, "run", str(spec), "--hosts", ",".join(hosts))
+    before = wait_for(proc, MOMENTS[moment])
+    time.sleep(delay)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    rest, _ = proc.communicate(timeout=120)
+    return proc, before + rest, time.monotonic() - sent
+
+
+def assert_clean(project: Path, pristine: dict[str, dict[str, str]], proc: subprocess.Popen, output: str,
+                 sig: signal.Signals) -> None:
+    assert proc.returncode == 130, output
+    for host, files in pristine.items():
+        now = installed(project / host)
+        assert now == files, f"{host}: files left patched: {sorted(k for k in now if now.get(k) != files.get(k))}"
+    assert marked_processes(project) == [], output
+    runs = records(project)
+    assert runs and all(r["status"] in TERMINAL for r in runs), [(r["uid"], r["status"]) for r in runs]
+    cut = [r for r in runs if r["status"] == "interrupted"]
+    assert cut and all(f"interrupted by {sig.name}" in r["error"] for r in cut), [r["error"] for r in cut]
+    text = " ".join(output.split())
+    assert f"{sig.name}: stopping every host's server" in text
+    for host in pristine:
+        assert re.search(rf"{host}\W+(run \S+ interrupted|no run was in progress)", text), output
+    assert "runs" in output and "interrupted" in output  # the summary table
+
+
+@pytest.mark.parametrize("sig,moment", [(signal.SIGINT, "workload"), (signal.SIGTERM, "launch"),
+                                        (signal.SIGHUP, "ready")], ids=["SIGINT-workload", "SIGTERM-launch", "SIGHUP-ready"])
+def test_a_signal_stops_every_host_and_reverts_every_patch(project, sig, moment):
+    spec = sweep_project(project)
+    pristine = prepared(project, spec)
+    proc, output, took = interrupt(project, spec, sig, moment)
+    assert_clean(project, pristine, proc, output, sig)
+    assert took < 45
+
+
+def test_a_second_ctrl_c_says_what_is_left_and_the_cleanup_still_finishes(project):
+    spec = sweep_project(project)
+    pristine = prepared(project, spec)
+    proc = start(project, "run", str(spec), "--hosts", ",".join(HOSTS))
+    output = wait_for(proc, "sending")
+    proc.send_signal(signal.SIGINT)
+    output += wait_for(proc, "stopping every host's server")
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    output += rest
+    text = " ".join(output.split())
+    assert ("orch revert --host" in text and "finishes the cleanup" in text) or "nothing left running" in text, output
+    assert_clean(project, pristine, proc, output, signal.SIGINT)
+
+
+def test_orch_revert_stops_a_server_left_by_a_run_already_marked_ended(project):
+    """A server alive under a run that says it ended (the issue's "interrupted, reverted" with its
+    port held): `orch revert` stops it, found by its run mark."""
+    spec = sweep_project(project, ("h1",))
+    done = orch(project, "run", str(spec), "--hosts", "h1", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    package = project / "h1" / "rehearsal" / "sglang"
+    shutil.copytree(package, project / "pristine")
+    proc = start(project, "run", str(spec), "--hosts", "h1")
+    wait_for(proc, "sending")
+    proc.kill()
+    proc.communicate(timeout=60)
+    # as the issue found it: files restored, no journal, no lock, the run says it ended; its server is up
+    shutil.rmtree(package)
+    shutil.copytree(project / "pristine", package)
+    shutil.rmtree(project / "h1" / "journal")
+    (project / "h1" / "lock").unlink()
+    [run] = records(project)
+    from orchestrator.store.database import Store
+
+    store = Store(f"sqlite:///{project / 'orch.db'}")
+    store.update_run(store.get(run["uid"]), status="interrupted", error="marked ended by hand")
+    assert marked_processes(project)
+    done = orch(project, "revert", "--host", "h1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert marked_processes(project) == []
+    assert f"stopped the server run {run['uid']} left running" in " ".join(done.stdout.split())
+
+
+@pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
+def test_sigterm_over_a_real_sshd_host_and_a_local_one(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    server = sshd.start(tmp_path / "sshd", "far")
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(server.known_line())
+        entry = server.rehearsal_entry(known, project / "far")
+        spec = sweep_project(project, ("h1",), entry)
+        hosts = ("h1", "far")
+        done = orch(project, "run", str(spec), "--hosts", ",".join(hosts), "--dry-run")
+        assert done.returncode == 0, done.stdout + done.stderr
+        pristine = {h: installed(project / h) for h in hosts}
+        proc, output, _ = interrupt(project, spec, signal.SIGTERM, "workload", hosts=hosts)
+        assert_clean(project, pristine, proc, output, signal.SIGTERM)
+    finally:
+        server.stop()
+
+
+TRIALS = int(os.environ.get("ORCH_INTERRUPT_TRIALS", "20"))
+
+
+@pytest.mark.slow
+def test_signals_at_random_moments_leave_nothing_behind(project):
+    """The trial matrix: a random signal at a random moment plus a random delay, TRIALS times."""
+    spec = sweep_project(project)
+    pristine = prepared(project, spec)
+    chance = random.Random(13)
+    for trial in range(TRIALS):
+        sig = chance.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+        moment = chance.choice(list(MOMENTS))
+        delay = chance.uniform(0, 1.0)
+        proc, output, took = interrupt(project, spec, sig, moment, delay)
+        if proc.returncode == 0:  # the sweep ended before the signal: nothing to check but the files
+            assert all(installed(project / h) == files for h, files in pristine.items())
+            continue
+        assert_clean(project, pristine, proc, output, sig)
+        assert took < 45, f"trial {trial}: cleanup took {took:.1f} s"
+        shutil.rmtree(project / "orch.db", ignore_errors=True)
+        (project / "orch.db").unlink(missing_ok=True)
