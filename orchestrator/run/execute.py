@@ -14,17 +14,18 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from collections.abc import Coroutine
 from typing import Any
 
 from orchestrator.host import lifecycle, occupancy, patchcheck, server
-from . import collect, preflight, stages, workload
+from . import collect, preflight, sharing, stages, workload
+from .queue import Entry, Queue, check_fits
+from .slots import Lease, Slots, able
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, spec as specs
-from orchestrator import engines, remote
+from orchestrator import engines
 from orchestrator.engines.base import Engine, ServerState, WorkloadResult
 from orchestrator.store import database as store_queries
-from orchestrator.errors import EXIT_INTERRUPTED, HostBusy, OrchError, ServerError, SpecError
+from orchestrator.errors import EXIT_HOST, EXIT_INTERRUPTED, HostBusy, HostError, OrchError, ServerError
 from orchestrator.core.inventory import Host
 from orchestrator.host.journal import APPLIED, DRIFTED
 from orchestrator.host.lifecycle import Held, Locking
@@ -54,16 +55,12 @@ class Outcome:
 
 
 def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]]:
-    """Each plan goes to the least-loaded host with enough GPUs for its tensor-parallel size."""
+    """Each plan on the least-loaded host with enough GPUs for it: where `orch check` looks at it
+    (a run takes its plans from one queue instead, `run_all`)."""
+    check_fits(plans, hosts)
     queues: dict[str, list[RunPlan]] = {h.name: [] for h in hosts}
     for plan in plans:
-        tp = int(plan.params.get("tp_size", 1) or 1)
-        # `gpus: 0` on this machine itself (no rehearsal) means "not counted", not "none"
-        able = [h for h in hosts if h.gpus >= tp or h.gpus == 0 and remote.is_this_machine(h) and not h.rehearsal]
-        if not able:
-            have = ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts)
-            raise SpecError(f"variant '{plan.variant}' needs tp_size={tp} GPUs; no chosen host has that many: {have}")
-        target = min(able, key=lambda h: len(queues[h.name]))
+        target = min((h for h in hosts if able(h, plan)), key=lambda h: len(queues[h.name]))
         queues[target.name].append(plan)
     return {name: queue for name, queue in queues.items() if queue}
 
@@ -71,56 +68,117 @@ def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]
 async def run_all(
     spec: Spec, plans: list[RunPlan], hosts: list[Host], store: Store, reporter: Reporter, *, dry_run: bool = False
 ) -> list[Outcome]:
-    """Hosts in parallel (one lifecycle each, `host/lifecycle.py`), one run per host at a time."""
-    queues = schedule(plans, hosts)
+    """Hosts in parallel (one lifecycle each, `host/lifecycle.py`), each taking its runs from one
+    queue and running as many at once as its GPU slots hold (`slots.py`); outcomes in plan order."""
+    check_fits(plans, hosts)
+    queue = Queue(plans)
     engine = engines.get(spec.engine)
     # a dry run changes nothing, so it needs no lock and recovers nothing; a run's lease names its run
     locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host))
 
-    async def worker(held: Held) -> list[Outcome]:
-        return await _host_worker(spec, engine, queues[held.session.host.name], held, store, reporter, dry_run)
+    async def worker(held: Held) -> list[tuple[int, Outcome]]:
+        return await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
 
-    chosen = [h for h in hosts if h.name in queues]
-    results = await lifecycle.on_hosts(chosen, worker, reporter.message, locking, engine)
-    outcomes: list[Outcome] = []
+    results = await lifecycle.on_hosts(hosts, worker, reporter.message, locking, engine)
+    done: list[tuple[int, Outcome]] = []
     for name, result in results.items():
         if isinstance(result, OrchError):
-            if isinstance(result, HostBusy):
-                reporter.message(name, f"refused: {result}")  # whole, before the summary table wraps it
-            outcomes.extend(Outcome(None, "-", plan.variant, name, FAILED, error=str(result), exit_code=result.exit_code)
-                            for plan in queues[name])
+            # whole, before the summary table wraps it (or says nothing of it: its plans ran elsewhere)
+            reporter.message(name, f"{'refused' if isinstance(result, HostBusy) else 'left the sweep'}: {result}")
+            queue.lost.setdefault(name, result)
         else:
-            outcomes.extend(result)
-    return outcomes
+            done.extend(result)
+    for entry, name, error in queue.left(hosts):  # every host that could run them went away
+        done.append((entry.order, Outcome(None, "-", entry.plan.variant, name, FAILED, error=str(error),
+                                          exit_code=error.exit_code)))
+    return [outcome for _, outcome in sorted(done, key=lambda d: d[0])]
 
 
-async def _host_worker(spec: Spec, engine: Engine, queue: list[RunPlan], held: Held, store: Store,
-                       reporter: Reporter, dry_run: bool) -> list[Outcome]:
+async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, store: Store,
+                       reporter: Reporter, dry_run: bool) -> list[tuple[int, Outcome]]:
+    """Runs taken from the queue while some fit the host, each in its slot as its own task; a
+    cancel reaches every one of them (each cleans up its own run)."""
     session = held.session
+    slots = Slots(session.host)
     notes = held.recovery.notes() if held.recovery is not None else []
-    outcomes = []
-    for plan in queue:
-        if dry_run:
-            outcomes.append(await dry_run_one(spec, plan, session, reporter))
-            continue
-        outcome = await run_one(spec, plan, session, store, reporter)
-        if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
-            for note in notes:
-                store.event(store.get(str(outcome.run_id)), "recovered", note)
-            notes = []
-        if held.lock is not None and held.lock.lost:
-            reporter.warning(session.host.name, f"{held.lock.path} was broken by another command during run {outcome.uid}")
-        outcomes.append(outcome)
+    outcomes: list[tuple[int, Outcome]] = []
+
+    async def one(entry: Entry, lease: Lease) -> None:
+        retry = None
+        try:
+            plan = lease.plan(entry.plan)
+            if dry_run:
+                outcomes.append((entry.order, await dry_run_one(spec, plan, session, reporter)))
+                return
+            outcome = await run_one(spec, plan, session, store, reporter)
+            if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
+                for note in notes:
+                    store.event(store.get(str(outcome.run_id)), "recovered", note)
+                notes.clear()
+            if held.lock is not None and held.lock.lost:
+                reporter.warning(session.host.name, f"{held.lock.path} was broken by another command during run {outcome.uid}")
+            retry = await _lost_link(session, queue, entry, outcome, store, reporter)
+            _record_retry(store, entry, outcome, session.host.name)
+            if retry is None:
+                outcomes.append((entry.order, outcome))
+        finally:
+            await queue.done(slots, lease, retry)
+
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        while (taken := await queue.take(session.host, slots)) is not None:
+            tasks.add(asyncio.create_task(one(*taken)))
+    except asyncio.CancelledError as exc:
+        for task in tasks:
+            task.cancel(*exc.args)  # the reason (a signal's name) goes with it
+        if tasks:
+            await asyncio.wait(tasks)
+        raise
+    if tasks:
+        await asyncio.wait(tasks)  # done already, unless the host was lost with runs going
+    for task in tasks:
+        task.result()  # a bug in one run is raised, not dropped
     return outcomes
 
 
-def controller() -> str:
+async def _lost_link(session: HostSession, queue: Queue, entry: Entry, outcome: Outcome, store: Store,
+                     reporter: Reporter) -> Entry | None:
+    """After a host error, is the link gone for good (it does not answer a stat, reconnecting
+    included)? Then the host takes no more plans, and the run goes back to the queue once: the retry."""
+    if outcome.exit_code != EXIT_HOST:
+        return None
+    name = session.host.name
+    try:
+        await session.conn.stat(session.host.workdir)
+        return None  # the host answers: the error was the run's (a taken port, busy GPUs)
+    except (OrchError, OSError) as exc:
+        gone = HostError(f"{name}: the link failed for good ({exc}); its plans went to the other hosts")
+    await queue.lose(name, gone)
+    reporter.message(name, f"lost: {outcome.error}; its pending plans go to the other hosts")
+    if entry.retry_of is not None or outcome.run_id is None:
+        return None  # a retry is not retried again
+    store.event(store.get(str(outcome.run_id)), "requeued",
+                f"the link to {name} failed for good; the plan goes back to the queue for another host (once)")
+    return Entry(entry.order, entry.plan, retry_of=outcome.run_id, lost_host=name)
+
+
+def _record_retry(store: Store, entry: Entry, outcome: Outcome, host: str) -> None:
+    """A retry and the run it retries name each other."""
+    if entry.retry_of is None or outcome.run_id is None:
+        return
+    first, retry = store.get(str(entry.retry_of)), store.get(str(outcome.run_id))
+    store.event(retry, "retry", f"retry of run {first.id} ({first.uid}), cut short when the link to "
+                f"{entry.lost_host} failed")
+    store.event(first, "retried", f"retried as run {retry.id} ({retry.uid}) on {host}")
+
+
+def _controller() -> str:
     """This process as runs record it (`Run.controller`)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _current_run(store: Store, host: str) -> str:
-    running = store_queries.running_runs(store, host, controller())
+    running = store_queries.running_runs(store, host, _controller())
     return running[-1].uid if running else ""
 
 
@@ -140,7 +198,11 @@ def run_context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, An
 
 async def prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[PatchDef, str, bytes, bytes]]:
     """Every patch checked against the host's files before any file changes; patches to the
-    same file apply on top of each other, in order."""
+    same file apply on top of each other, in order. A patch set another run on the host has applied
+    now is that run's, prepared against the original files (`sharing.py`)."""
+    shared = await sharing.prepared_for(session.journal, plan.patches)
+    if shared is not None:
+        return shared
     current: dict[str, bytes] = {}
     prepared = []
     for patch in plan.patches:
@@ -199,7 +261,7 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     run = Run(
         uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
         spec_path=str(spec.path), spec=spec.raw, params=context["params"],
-        env=mask_env(env, context["secret_names"]), command=hide(script, hidden), controller=controller(),
+        env=mask_env(env, context["secret_names"]), command=hide(script, hidden), controller=_controller(),
         plan_key=plan.key, fingerprint=plan.fingerprint or None,  # what --resume matches (plankey)
     )
     store.add(run)
@@ -237,7 +299,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         prepared = await prepare_patches(session, plan)
         await patchcheck.ensure_compiles(session.conn, host, prepared)
         attempt.enter(Stage.APPLY_PATCHES)
-        await _uncancelled(stages.apply_patches(attempt, prepared))  # whole: the revert then undoes each
+        await stages.apply_patches(attempt, prepared)
         attempt.enter(Stage.LAUNCH)
         started = time.monotonic()
         srv = await server.launch(session.conn, context["run"]["dir"], attempt.script, port, attempt.secrets)
@@ -262,59 +324,52 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         diagnosis = exc.diagnosis if isinstance(exc, ServerError) else None
         if diagnosis is not None:
             store.update_run(run, diagnosis=diagnosis.as_record())
-    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-        # a signal to `orch run` cancels its runs (cli/interrupt.py); the cancel names the signal
-        status, error, exit_code = INTERRUPTED, _interrupted_because(exc), EXIT_INTERRUPTED
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        status, error, exit_code = INTERRUPTED, "interrupted by the user", EXIT_INTERRUPTED
         raise
     finally:
-        async def clean_up() -> None:
-            nonlocal run, log, status, error, exit_code, srv
-            if srv is None and attempt.stage in _LAUNCHING:  # cancelled while the launch command ran
-                srv = await _launched(session, context["run"]["dir"], int(context["params"].get("port", 30000)))
-            cleanup_errors: list[BaseException] = []
-            try:
-                attempt.enter(Stage.STOP)
-                log = await stages.stop(attempt, srv) or log
-            except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
-                cleanup_errors.append(exc)
-            attempt.enter(Stage.READ_LOG)
-            log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
-            attempt.enter(Stage.RECORD)
-            if srv is not None:
-                collect.store_log(store, run, log, log_report)
-            if measured is not None:
-                found, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
-                flags.extend(found)
-                for note in notes:
-                    attempt.say(note)
-                failed_expectations = collect.check_expectations(plan, metrics)
-                if failed_expectations:
-                    status, exit_code = FAILED, 1
-                    error = "expectation failed: " + "; ".join(failed_expectations)
-            if status == FAILED and log_report.diagnosis is not None and (diagnosis is None or log_report.diagnosis.decisive):
-                # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
-                store.update_run(run, diagnosis=log_report.diagnosis.as_record())
-            try:
-                attempt.enter(Stage.REVERT)
-                drifted = await stages.revert_patches(attempt)  # even when the stop failed
-                if cleanup_errors:
-                    raise cleanup_errors[0]
-                if drifted:  # the promise is an unmodified install: a file left changed fails the run
-                    flags.append("patch-drifted")
-                    error = (f"{error}; " if error else "") + f"{len(drifted)} patched file(s) changed during the run " \
-                        f"and were left as they are: {', '.join(drifted)}; see `orch patches`"
-                    status, exit_code = (FAILED, 1) if status == SUCCEEDED else (status, exit_code)
-            except (OrchError, OSError) as exc:
-                error = (f"{error}; " if error else "") + f"cleanup failed: {exc}"
-                status = FAILED if status == SUCCEEDED else status
-                store.event(run, "cleanup-failed", str(exc))
-            cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
-            if cut and status == FAILED:
-                error = (f"{error}; " if error else "") + cut
-            run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
-            attempt.say(f"run {run.id} {status}" + (f": {error}" if error else ""))
-
-        await _uncancelled(clean_up())  # a second signal never cuts a stop or a revert short
+        cleanup_errors: list[BaseException] = []
+        try:
+            attempt.enter(Stage.STOP)
+            log = await stages.stop(attempt, srv) or log
+        except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
+            cleanup_errors.append(exc)
+        attempt.enter(Stage.READ_LOG)
+        log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
+        attempt.enter(Stage.RECORD)
+        if srv is not None:
+            collect.store_log(store, run, log, log_report)
+        if measured is not None:
+            found, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
+            flags.extend(found)
+            for note in notes:
+                attempt.say(note)
+            failed_expectations = collect.check_expectations(plan, metrics)
+            if failed_expectations:
+                status, exit_code = FAILED, 1
+                error = "expectation failed: " + "; ".join(failed_expectations)
+        if status == FAILED and log_report.diagnosis is not None and (diagnosis is None or log_report.diagnosis.decisive):
+            # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
+            store.update_run(run, diagnosis=log_report.diagnosis.as_record())
+        try:
+            attempt.enter(Stage.REVERT)
+            drifted = await stages.revert_patches(attempt)  # even when the stop failed
+            if cleanup_errors:
+                raise cleanup_errors[0]
+            if drifted:  # the promise is an unmodified install: a file left changed fails the run
+                flags.append("patch-drifted")
+                error = (f"{error}; " if error else "") + f"{len(drifted)} patched file(s) changed during the run " \
+                    f"and were left as they are: {', '.join(drifted)}; see `orch patches`"
+                status, exit_code = (FAILED, 1) if status == SUCCEEDED else (status, exit_code)
+        except (OrchError, OSError) as exc:
+            error = (f"{error}; " if error else "") + f"cleanup failed: {exc}"
+            status = FAILED if status == SUCCEEDED else status
+            store.event(run, "cleanup-failed", str(exc))
+        cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
+        if cut and status == FAILED:
+            error = (f"{error}; " if error else "") + cut
+        run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
+        attempt.say(f"run {run.id} {status}" + (f": {error}" if error else ""))
     hidden = attempt.secrets
     error, evidence = (hide(error, hidden) if error else error), tuple(hide(e, hidden) for e in evidence)
     return Outcome(run.id, run.uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
@@ -323,47 +378,3 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
 def _patched_files(store: Store, run: Run) -> list[str]:
     """The files the run's patches touched, as written and as resolved: a diagnosis names them."""
     return [path for patch in store.children(run, PatchRow) for path in (patch.file, patch.target)]
-
-
-_LAUNCHING = (Stage.LAUNCH, Stage.WAIT_READY)
-LAUNCH_PID_WAIT_S = 5.0  # the launch command waits as long for the wrapper's pid file
-
-
-def _interrupted_because(exc: BaseException) -> str:
-    """The reason a cancelled run records: the signal `orch run` got, when the cancel names it."""
-    said = str(exc.args[0]) if exc.args and exc.args[0] else ""
-    return said or "interrupted by the user"
-
-
-async def _launched(session: HostSession, run_dir: str, port: int) -> server.Server | None:
-    """The server a launch cut short by a signal may have started: its wrapper writes its pid
-    within the launch command's wait; None when it never started."""
-    deadline = time.monotonic() + LAUNCH_PID_WAIT_S
-    while True:
-        try:
-            pid = (await session.conn.read_file(f"{run_dir}/pid")).decode().strip()
-        except FileNotFoundError:
-            pid = ""
-        if pid.isdigit():
-            return server.Server(run_dir, int(pid), port)
-        if time.monotonic() >= deadline:
-            return None
-        await asyncio.sleep(0.1)
-
-
-async def _uncancelled(work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` to its end even when this task is cancelled meanwhile (a second signal, a sibling's
-    failure): a stop or a revert cut short would leave a server up or a file half restored. The
-    cancellation is raised again once the work is done."""
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    while True:
-        try:
-            await asyncio.shield(task)
-            break
-        except asyncio.CancelledError as exc:
-            if task.done():
-                raise
-            cancelled = cancelled or exc  # the first names the signal
-    if cancelled is not None:
-        raise cancelled

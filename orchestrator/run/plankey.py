@@ -5,7 +5,7 @@ repeat index. Its fingerprint is a SHA-256 of what defines the run, the same whi
 (the host is only chosen once the run starts, so the fingerprint cannot depend on it):
 
 - the launch command's inputs: the template's text and the params as written, so `{{ host.* }}`
-  stays a reference and not a host's value; params naming a host-specific value (`port`) are left out;
+  stays a reference and not a host's value; params naming a host-specific value (`port`, the slot's `gpus`) are left out;
 - the experiment's env as written, secret values masked (`${NAME}` stays the reference);
 - each patch's target file, find text, action, text, count, and a diff patch's whole text;
 - each checkpoint's name, dest (as written), transforms and source manifest hash (push's cache makes
@@ -33,7 +33,7 @@ from orchestrator.core.secrets import is_secret_name
 from orchestrator.core.spec import PatchDef, RunPlan, Spec
 
 VERSION = 1  # part of every fingerprint: a change of what goes in makes old runs "changed", never equal
-HOST_SPECIFIC_PARAMS = frozenset({"port"})  # a free port differs per host and per invocation
+HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus"})  # a free port and a GPU slot differ per host and per invocation
 
 
 def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:

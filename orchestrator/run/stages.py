@@ -12,6 +12,7 @@ from orchestrator.host import checkpoint, server
 from orchestrator.host.journal import APPLIED, DRIFTED
 from orchestrator.host.patchcheck import Prepared
 from orchestrator.store.database import CheckpointRow, PatchRow
+from . import sharing
 from .attempt import Attempt
 
 
@@ -41,13 +42,26 @@ async def local_checkpoints(spec: Spec, context: dict[str, Any]) -> dict[str, Pa
 
 
 async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
-    """Each prepared patch applied, its journal record written before the file changes."""
-    for seq, (patch, file, before, after) in enumerate(prepared, 1):
-        record = await attempt.session.journal.apply(attempt.run.uid, seq, patch, file, before, after)
-        attempt.store.add(PatchRow(run_id=attempt.run.id, seq=seq, name=patch.name, target=patch.file, file=file,
-                                   sha256_before=record.sha256_before, sha256_after=record.sha256_after,
-                                   state=APPLIED))
-        attempt.say(f"patched {file} ({patch.name})")
+    """Each prepared patch applied, its journal record written before the file changes; nothing
+    written when another run on the host has the same patch set applied (`sharing.py`)."""
+    if await sharing.join(attempt):
+        return
+    shared = sharing.begin(attempt, prepared)
+    rows: list[PatchRow] | None = None
+    try:
+        rows = []
+        for seq, (patch, file, before, after) in enumerate(prepared, 1):
+            record = await attempt.session.journal.apply(attempt.run.uid, seq, patch, file, before, after)
+            row = PatchRow(run_id=attempt.run.id, seq=seq, name=patch.name, target=patch.file, file=file,
+                           sha256_before=record.sha256_before, sha256_after=record.sha256_after, state=APPLIED)
+            attempt.store.add(row)
+            rows.append(row)
+            attempt.say(f"patched {file} ({patch.name})")
+    except BaseException:
+        rows = None
+        raise
+    finally:
+        sharing.settle(shared, rows)
 
 
 async def stop(attempt: Attempt, srv: server.Server | None) -> bytes:
@@ -66,12 +80,24 @@ async def stop(attempt: Attempt, srv: server.Server | None) -> bytes:
 
 
 async def revert_patches(attempt: Attempt) -> list[str]:
-    """Revert this run's patches. Returns the files that changed under us and were left alone (drifted)."""
+    """Revert this run's patches (those of its patch set, when it is the last run of a shared set;
+    none while others of the set still run). Returns the files that changed under us and were left alone (drifted)."""
     host, store, run = attempt.session.host.name, attempt.store, attempt.run
-    reverted = await attempt.session.journal.revert(run.uid)
+    shared = sharing.leave(attempt)
+    if shared == sharing.KEPT:
+        store.event(run, "patches-kept", "left applied: another run on the host runs with the same patch set")
+        attempt.say("patches left applied for the other runs of the same patch set")
+        return []
+    owner, users = (shared.holder, shared.users) if isinstance(shared, sharing.Shared) else (run, [run])
+    try:
+        reverted = await attempt.session.journal.revert(owner.uid)
+    finally:
+        if isinstance(shared, sharing.Shared):
+            sharing.forget(attempt, shared)
     if not reverted:
         return []
-    store.set_patch_states(run, {r.seq: r.state for r in reverted})
+    for user in users:
+        store.set_patch_states(user, {r.seq: r.state for r in reverted})
     drifted = [r for r in reverted if r.state == DRIFTED]
     for r in drifted:
         message = (f"{host}:{r.file} changed during the run; left as it is. Original saved at "

@@ -1,0 +1,87 @@
+"""The one queue every host of a sweep takes its runs from.
+
+Hosts take the next plan that fits them now (in plan order): one their GPU count can run
+(`slots.able`) and their free GPU slots and patch set admit (`slots.Slots.lease`). The hosts are
+those the experiment's `hosts:` or `--hosts` chose (names or tags), so a plan fits any of them that
+has the GPUs. A host whose link fails for good takes no more plans: the others take what is left,
+and its run that the failure cut short goes back to the front of the queue once (a retry), to be run
+elsewhere. A host leaves the sweep when no plan left fits it and no run anywhere is still going
+(a run going on may yet come back as a retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from orchestrator.core.inventory import Host
+from orchestrator.core.spec import RunPlan
+from orchestrator.errors import OrchError, SpecError
+from .slots import Lease, Slots, able, tp_size
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A plan waiting in the queue: its place in the sweep and, for a retry, the run it retries."""
+
+    order: int
+    plan: RunPlan
+    retry_of: int | None = None  # the id of the run cut short on a lost host
+    lost_host: str = ""
+
+
+def check_fits(plans: list[RunPlan], hosts: list[Host]) -> None:
+    """Every plan fits at least one chosen host, else a SpecError before any host is touched."""
+    for plan in plans:
+        if not any(able(h, plan) for h in hosts):
+            have = ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts)
+            raise SpecError(f"variant '{plan.variant}' needs tp_size={tp_size(plan)} GPUs; no chosen host has "
+                            f"that many: {have}")
+
+
+class Queue:
+    def __init__(self, plans: list[RunPlan]):
+        self.pending = [Entry(i, plan) for i, plan in enumerate(plans)]
+        self.lost: dict[str, OrchError] = {}  # hosts that went away, with why
+        self._running = 0
+        self._changed = asyncio.Condition()
+
+    async def take(self, host: Host, slots: Slots) -> tuple[Entry, Lease] | None:
+        """The next entry that fits `host` now, with its lease; None when the host is done."""
+        async with self._changed:
+            while host.name not in self.lost:
+                fitting = [e for e in self.pending if able(host, e.plan)]
+                for entry in fitting:
+                    lease = slots.lease(entry.plan)
+                    if lease is not None:
+                        self.pending.remove(entry)
+                        self._running += 1
+                        return entry, lease
+                if not fitting and not self._running:
+                    return None
+                await self._changed.wait()
+            return None
+
+    async def done(self, slots: Slots, lease: Lease, retry: Entry | None = None) -> None:
+        """A run ended: its slot is free, and a retry (if any) goes to the front of the queue."""
+        async with self._changed:
+            slots.release(lease)
+            self._running -= 1
+            if retry is not None:
+                self.pending.insert(0, retry)
+            self._changed.notify_all()
+
+    async def lose(self, host: str, error: OrchError) -> None:
+        """`host` takes no more plans; the others are woken to take what it would have."""
+        async with self._changed:
+            self.lost.setdefault(host, error)
+            self._changed.notify_all()
+
+    def left(self, hosts: list[Host]) -> list[tuple[Entry, str, OrchError]]:
+        """The entries no host ran, each with a host that could have and why it went away (every
+        host that could run an entry takes it unless it went away: `check_fits` saw one)."""
+        left = []
+        for entry in self.pending:
+            name = next(h.name for h in hosts if h.name in self.lost and able(h, entry.plan))
+            left.append((entry, name, self.lost[name]))
+        return left

@@ -1,0 +1,60 @@
+"""GPU slots through `orch run` on the local 8-GPU rehearsal host: runs that fit run at once, each
+on its own GPUs and port; runs with another patch set wait for the host to drain."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import ROOT, free_port
+from test_run import orch, shipped, snapshot, sglang_tree
+
+
+def experiment(project: Path, *, repeats: int = 1) -> Path:
+    """The demo at tp_size 4: two of its runs fit the host's 8 GPUs at once."""
+    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("tp_size: 8", "tp_size: 4")
+    path = project / "experiments" / "slots.yaml"
+    path.write_text(text + f"\nrepeats: {repeats}\n")
+    return path
+
+
+def runs(project: Path) -> list[dict]:
+    listing = json.loads(orch(project, "ls", "--json").stdout)
+    return [json.loads(orch(project, "show", str(r["id"]), "--json").stdout) for r in listing]
+
+
+def window(run: dict) -> tuple[str, str]:
+    """When the run's server was up: its launch and stop events."""
+    at = {e["kind"]: e["at"] for e in run["events"]}
+    return at["launched"], at["stopped"]
+
+
+def test_two_tp4_runs_share_the_host_on_their_own_gpus_and_ports(project, tmp_path):
+    port = free_port()
+    done = orch(project, "run", str(experiment(project, repeats=2)), "--variant", "fixed", "--set", f"port={port}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, second = runs(project)
+    assert [r["status"] for r in (first, second)] == ["succeeded", "succeeded"]
+    assert {r["env"]["CUDA_VISIBLE_DEVICES"] for r in (first, second)} == {"0,1,2,3", "4,5,6,7"}
+    assert {r["params"]["port"] for r in (first, second)} == {port, port + 1}
+    for r in (first, second):
+        assert f"export CUDA_VISIBLE_DEVICES={r['env']['CUDA_VISIBLE_DEVICES']}" in r["command"]
+        assert "export ORCH_REHEARSAL_GPUS=4" in r["command"] and f"--port {r['params']['port']}" in r["command"]
+    (a_up, a_down), (b_up, b_down) = window(first), window(second)
+    assert a_up < b_down and b_up < a_down, "the two servers were never up at once"
+    # one patch set, applied once and reverted once the last run of it ended
+    kinds = [e["kind"] for r in (first, second) for e in r["events"]]
+    assert kinds.count("patches-shared") == 1 and kinds.count("patches-kept") == 1
+    assert all(p["state"] == "reverted" for r in (first, second) for p in r["patches"])
+    assert snapshot(sglang_tree(project)) == shipped(tmp_path)
+
+
+def test_a_run_with_another_patch_set_waits_for_the_host_to_drain(project, tmp_path):
+    done = orch(project, "run", str(experiment(project)), "--set", f"port={free_port()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    story, fixed = runs(project)
+    assert [story["variant"], fixed["variant"]] == ["story", "fixed"]
+    (a_up, a_down), (b_up, b_down) = window(story), window(fixed)
+    assert a_down <= b_up or b_down <= a_up, "runs with different patch sets ran at once"
+    assert snapshot(sglang_tree(project)) == shipped(tmp_path)
