@@ -14,6 +14,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from collections.abc import Coroutine
 from typing import Any
 
 from orchestrator.host import lifecycle, occupancy, patchcheck, server
@@ -172,13 +173,13 @@ def _record_retry(store: Store, entry: Entry, outcome: Outcome, host: str) -> No
     store.event(first, "retried", f"retried as run {retry.id} ({retry.uid}) on {host}")
 
 
-def _controller() -> str:
+def controller() -> str:
     """This process as runs record it (`Run.controller`)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _current_run(store: Store, host: str) -> str:
-    running = store_queries.running_runs(store, host, _controller())
+    running = store_queries.running_runs(store, host, controller())
     return running[-1].uid if running else ""
 
 
@@ -261,7 +262,7 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     run = Run(
         uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
         spec_path=str(spec.path), spec=spec.raw, params=context["params"],
-        env=mask_env(env, context["secret_names"]), command=hide(script, hidden), controller=_controller(),
+        env=mask_env(env, context["secret_names"]), command=hide(script, hidden), controller=controller(),
         plan_key=plan.key, fingerprint=plan.fingerprint or None,  # what --resume matches (plankey)
     )
     store.add(run)
@@ -299,7 +300,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         prepared = await prepare_patches(session, plan)
         await patchcheck.ensure_compiles(session.conn, host, prepared)
         attempt.enter(Stage.APPLY_PATCHES)
-        await stages.apply_patches(attempt, prepared)
+        await _uncancelled(stages.apply_patches(attempt, prepared))  # whole: the revert then undoes each
         attempt.enter(Stage.LAUNCH)
         started = time.monotonic()
         srv = await server.launch(session.conn, context["run"]["dir"], attempt.script, port, attempt.secrets)
@@ -324,52 +325,59 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         diagnosis = exc.diagnosis if isinstance(exc, ServerError) else None
         if diagnosis is not None:
             store.update_run(run, diagnosis=diagnosis.as_record())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        status, error, exit_code = INTERRUPTED, "interrupted by the user", EXIT_INTERRUPTED
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        # a signal to `orch run` cancels its runs (cli/interrupt.py); the cancel names the signal
+        status, error, exit_code = INTERRUPTED, _interrupted_because(exc), EXIT_INTERRUPTED
         raise
     finally:
-        cleanup_errors: list[BaseException] = []
-        try:
-            attempt.enter(Stage.STOP)
-            log = await stages.stop(attempt, srv) or log
-        except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
-            cleanup_errors.append(exc)
-        attempt.enter(Stage.READ_LOG)
-        log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
-        attempt.enter(Stage.RECORD)
-        if srv is not None:
-            collect.store_log(store, run, log, log_report)
-        if measured is not None:
-            found, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
-            flags.extend(found)
-            for note in notes:
-                attempt.say(note)
-            failed_expectations = collect.check_expectations(plan, metrics)
-            if failed_expectations:
-                status, exit_code = FAILED, 1
-                error = "expectation failed: " + "; ".join(failed_expectations)
-        if status == FAILED and log_report.diagnosis is not None and (diagnosis is None or log_report.diagnosis.decisive):
-            # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
-            store.update_run(run, diagnosis=log_report.diagnosis.as_record())
-        try:
-            attempt.enter(Stage.REVERT)
-            drifted = await stages.revert_patches(attempt)  # even when the stop failed
-            if cleanup_errors:
-                raise cleanup_errors[0]
-            if drifted:  # the promise is an unmodified install: a file left changed fails the run
-                flags.append("patch-drifted")
-                error = (f"{error}; " if error else "") + f"{len(drifted)} patched file(s) changed during the run " \
-                    f"and were left as they are: {', '.join(drifted)}; see `orch patches`"
-                status, exit_code = (FAILED, 1) if status == SUCCEEDED else (status, exit_code)
-        except (OrchError, OSError) as exc:
-            error = (f"{error}; " if error else "") + f"cleanup failed: {exc}"
-            status = FAILED if status == SUCCEEDED else status
-            store.event(run, "cleanup-failed", str(exc))
-        cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
-        if cut and status == FAILED:
-            error = (f"{error}; " if error else "") + cut
-        run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
-        attempt.say(f"run {run.id} {status}" + (f": {error}" if error else ""))
+        async def clean_up() -> None:
+            nonlocal run, log, status, error, exit_code, srv
+            if srv is None and attempt.stage in _LAUNCHING:  # cancelled while the launch command ran
+                srv = await _launched(session, context["run"]["dir"], int(context["params"].get("port", 30000)))
+            cleanup_errors: list[BaseException] = []
+            try:
+                attempt.enter(Stage.STOP)
+                log = await stages.stop(attempt, srv) or log
+            except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
+                cleanup_errors.append(exc)
+            attempt.enter(Stage.READ_LOG)
+            log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
+            attempt.enter(Stage.RECORD)
+            if srv is not None:
+                collect.store_log(store, run, log, log_report)
+            if measured is not None:
+                found, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
+                flags.extend(found)
+                for note in notes:
+                    attempt.say(note)
+                failed_expectations = collect.check_expectations(plan, metrics)
+                if failed_expectations:
+                    status, exit_code = FAILED, 1
+                    error = "expectation failed: " + "; ".join(failed_expectations)
+            if status == FAILED and log_report.diagnosis is not None and (diagnosis is None or log_report.diagnosis.decisive):
+                # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
+                store.update_run(run, diagnosis=log_report.diagnosis.as_record())
+            try:
+                attempt.enter(Stage.REVERT)
+                drifted = await stages.revert_patches(attempt)  # even when the stop failed
+                if cleanup_errors:
+                    raise cleanup_errors[0]
+                if drifted:  # the promise is an unmodified install: a file left changed fails the run
+                    flags.append("patch-drifted")
+                    error = (f"{error}; " if error else "") + f"{len(drifted)} patched file(s) changed during the run " \
+                        f"and were left as they are: {', '.join(drifted)}; see `orch patches`"
+                    status, exit_code = (FAILED, 1) if status == SUCCEEDED else (status, exit_code)
+            except (OrchError, OSError) as exc:
+                error = (f"{error}; " if error else "") + f"cleanup failed: {exc}"
+                status = FAILED if status == SUCCEEDED else status
+                store.event(run, "cleanup-failed", str(exc))
+            cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
+            if cut and status == FAILED:
+                error = (f"{error}; " if error else "") + cut
+            run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
+            attempt.say(f"run {run.id} {status}" + (f": {error}" if error else ""))
+
+        await _uncancelled(clean_up())  # a second signal never cuts a stop or a revert short
     hidden = attempt.secrets
     error, evidence = (hide(error, hidden) if error else error), tuple(hide(e, hidden) for e in evidence)
     return Outcome(run.id, run.uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
@@ -378,3 +386,47 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
 def _patched_files(store: Store, run: Run) -> list[str]:
     """The files the run's patches touched, as written and as resolved: a diagnosis names them."""
     return [path for patch in store.children(run, PatchRow) for path in (patch.file, patch.target)]
+
+
+_LAUNCHING = (Stage.LAUNCH, Stage.WAIT_READY)
+LAUNCH_PID_WAIT_S = 5.0  # the launch command waits as long for the wrapper's pid file
+
+
+def _interrupted_because(exc: BaseException) -> str:
+    """The reason a cancelled run records: the signal `orch run` got, when the cancel names it."""
+    said = str(exc.args[0]) if exc.args and exc.args[0] else ""
+    return said or "interrupted by the user"
+
+
+async def _launched(session: HostSession, run_dir: str, port: int) -> server.Server | None:
+    """The server a launch cut short by a signal may have started: its wrapper writes its pid
+    within the launch command's wait; None when it never started."""
+    deadline = time.monotonic() + LAUNCH_PID_WAIT_S
+    while True:
+        try:
+            pid = (await session.conn.read_file(f"{run_dir}/pid")).decode().strip()
+        except FileNotFoundError:
+            pid = ""
+        if pid.isdigit():
+            return server.Server(run_dir, int(pid), port)
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(0.1)
+
+
+async def _uncancelled(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end even when this task is cancelled meanwhile (a second signal, a sibling's
+    failure): a stop or a revert cut short would leave a server up or a file half restored. The
+    cancellation is raised again once the work is done."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            await asyncio.shield(task)
+            break
+        except asyncio.CancelledError as exc:
+            if task.done():
+                raise
+            cancelled = cancelled or exc  # the first names the signal
+    if cancelled is not None:
+        raise cancelled
