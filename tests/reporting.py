@@ -1,6 +1,8 @@
-"""A Reporter for tests: keeps every message, warning, transfer event and stage it is given."""
+"""A Reporter for tests: keeps every message, warning, transfer event, stage and fact it is given."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from orchestrator.host.push import Progress
 from orchestrator.run.attempt import Stage
@@ -11,6 +13,7 @@ class Recorder:
         self.lines: list[tuple[str, str]] = []  # (label, text); warnings start with "warning: "
         self.transfers: dict[str, list[tuple[str, int]]] = {}  # label -> its progress events
         self.stages: list[tuple[str, Stage]] = []
+        self.facts: list[tuple[str, dict[str, Any]]] = []  # what `known` was told
 
     def message(self, label: str, text: str) -> None:
         self.lines.append((label, text))
@@ -24,6 +27,9 @@ class Recorder:
 
     def stage(self, label: str, stage: Stage) -> None:
         self.stages.append((label, stage))
+
+    def known(self, label: str, values: dict[str, Any]) -> None:
+        self.facts.append((label, values))
 
     @property
     def texts(self) -> list[str]:

@@ -55,11 +55,11 @@ def run(
                               store, controller, since)
     if why is not None:  # every host cleaned up: what each did, the runs, exit 130
         outcomes = interrupt.report(store, controller, since, [h.name for h in chosen], plans, f"interrupted by {why}")
-        ui.summary(outcomes, engines.get(spec.engine).metrics)
+        ui.summary(outcomes, engines.get(spec.engine).metrics, ui.matrix_params(plans, outcomes, store))
         raise typer.Exit(EXIT_INTERRUPTED)
     outcomes = done or []
     if not dry_run:
-        ui.summary(outcomes, engines.get(spec.engine).metrics)
+        ui.summary(outcomes, engines.get(spec.engine).metrics, ui.matrix_params(plans, outcomes, store))
         # a plan that never became a run (its host refused, or could not be reached) is shown by
         # nothing else: its error, once per host, on a line of its own below the table
         for error in dict.fromkeys(o.error for o in outcomes if o.run_id is None and o.error):

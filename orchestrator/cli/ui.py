@@ -13,6 +13,7 @@ from rich.table import Table
 
 from orchestrator.core.diff import Row
 from orchestrator.engines.base import MetricInfo
+from . import live
 
 if TYPE_CHECKING:
     from orchestrator.run.attempt import Stage
@@ -49,19 +50,45 @@ def error(message: str, evidence: tuple[str, ...] = ()) -> None:
         errors.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
 
 
-def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...]) -> None:
-    """The runs of one `orch run`, with the metrics its engine declares."""
+# the summary's param columns: their names, and each run's values (by run id) as it recorded them
+Params = tuple[tuple[str, ...], dict[Any, dict[str, Any]]]
+
+
+def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...], params: Params | None = None) -> None:
+    """The runs of one `orch run`, with a column per param that tells its plans apart (`matrix_params`)
+    and the metrics its engine declares. The live table (or the log) ends first, with the counts of
+    the warnings given more than once."""
+    for line in reporter.finish():
+        console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+    names, values = params or ((), {})
     table = Table(title="runs", title_justify="left")
-    for column in ("run", "variant", "host", "status", *(m.label for m in metrics), "flags / error"):
+    for column in ("run", "variant", *names, "host", "status", *(m.label for m in metrics), "flags / error"):
         table.add_column(column)
     for o in outcomes:
         note = ", ".join(o.flags) if o.flags else ""
         if o.error:
             note = (note + "; " if note else "") + o.error
-        values = (fmt(o.metrics.get(m.name)) for m in metrics)
-        table.add_row(fmt(o.run_id), o.variant, o.host, f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]", *values,
-                      escape(note))
+        own = values.get(o.run_id, {})
+        shown = (escape(fmt(own.get(name))) for name in names)
+        measured = (fmt(o.metrics.get(m.name)) for m in metrics)
+        table.add_row(fmt(o.run_id), o.variant, *shown, o.host, f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]",
+                      *measured, escape(note))
     console.print(table)
+
+
+def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
+    """The params that tell the plans apart: the matrix's keys, then every other param whose value
+    differs between plans (variants), host-specific ones (a port) aside; each run's values read from
+    its row, as rendered for its host."""
+    from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
+
+    names = dict.fromkeys(k for plan in plans for k in plan.point)
+    for key in dict.fromkeys(k for plan in plans for k in plan.params):
+        if key not in HOST_SPECIFIC_PARAMS and len({repr(plan.params.get(key)) for plan in plans}) > 1:
+            names.setdefault(key)
+    if not names:
+        return (), {}
+    return tuple(names), {o.run_id: store.get(str(o.run_id)).params for o in outcomes if o.run_id is not None}
 
 
 def runs(rows: list[Run]) -> None:
@@ -268,14 +295,21 @@ def transfer(label: str) -> Callable[[str, int], None]:
 
 
 class Plain:
-    """The Reporter of `orch run` (`run/attempt.py`): a timestamped line per message, a bar per
-    checkpoint push."""
+    """The Reporter of `orch run` off a terminal (`run/attempt.py`): a timestamped line per message,
+    a bar per checkpoint push; each warning once per sweep (`live.Warnings`)."""
+
+    def __init__(self) -> None:
+        self.warnings = live.Warnings()
 
     def message(self, label: str, text: str) -> None:
-        progress(label, text)
+        if text.startswith(live.WARNING):
+            self.warning(label, text[len(live.WARNING):])
+        else:
+            progress(label, text)
 
     def warning(self, label: str, text: str) -> None:
-        progress(label, f"warning: {text}")
+        if self.warnings.first(label, text):
+            progress(label, f"{live.WARNING}{text}")
 
     def transfer(self, label: str) -> Callable[[str, int], None]:
         return transfer(label)
@@ -283,8 +317,16 @@ class Plain:
     def stage(self, label: str, stage: Stage) -> None:
         return None  # each stage's own lines say what it does; a line per stage name would only repeat them
 
+    def known(self, label: str, values: dict[str, Any]) -> None:
+        return None  # the run's lines and the summary say it
 
-reporter = Plain()
+    def finish(self) -> list[str]:
+        """The counts of the warnings given more than once."""
+        return live.tally_lines(self.warnings)
+
+
+# on a terminal, one row per run updated in place; elsewhere (a file, a pipe, CI) a line per event
+reporter: Plain | live.Board = live.Board(console, progress, transfer) if sys.stdout.isatty() else Plain()
 
 
 def findings(groups: list[dict[str, Any]]) -> None:

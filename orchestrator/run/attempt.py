@@ -44,7 +44,7 @@ class Reporter(Protocol):
     """How the stages tell the user what happens (named hooks, no callables with attributes)."""
 
     def message(self, label: str, text: str) -> None:
-        """A progress line for `label` (a run's `variant@host`, or a host's name)."""
+        """A progress line for `label` (a run's `variant@host #id`, or a host's name)."""
 
     def warning(self, label: str, text: str) -> None:
         """Something the user should look at; the work goes on."""
@@ -55,6 +55,10 @@ class Reporter(Protocol):
 
     def stage(self, label: str, stage: Stage) -> None:
         """A run entered `stage`."""
+
+    def known(self, label: str, values: dict[str, Any]) -> None:
+        """What is now known of a run: `run` (its id, when it starts), `gpus` and `engine`; the
+        measures so far (by metric name: `accept_len`, `output_tok_s`...); `status` when it ends."""
 
 
 class Lines:
@@ -74,6 +78,9 @@ class Lines:
         return _unshown
 
     def stage(self, label: str, stage: Stage) -> None:
+        return None
+
+    def known(self, label: str, values: dict[str, Any]) -> None:
         return None
 
 
@@ -100,6 +107,9 @@ class Hiding:
     def stage(self, label: str, stage: Stage) -> None:
         self._inner.stage(label, stage)
 
+    def known(self, label: str, values: dict[str, Any]) -> None:
+        self._inner.known(label, values)  # ids, GPUs, numbers and a status: no secret in them
+
 
 def hiding(reporter: Reporter, secrets: dict[str, str]) -> Reporter:
     """`reporter` with the run's secret values hidden; itself when the run has none."""
@@ -118,7 +128,7 @@ class Attempt:
     run: Run
     reporter: Reporter  # secrets already hidden
     context: dict[str, Any]  # the render context of the launch script (`execute.run_context`)
-    label: str  # `variant@host`, what its progress lines start with
+    label: str  # `variant@host #id`, what its progress lines start with (runs at once on a host differ by id)
     script: str  # the rendered launch script
     secrets: dict[str, str]  # the run's secret values by name: hidden from all it prints and records
     stage: Stage | None = None
@@ -126,6 +136,15 @@ class Attempt:
     def enter(self, stage: Stage) -> None:
         self.stage = stage
         self.reporter.stage(self.label, stage)
+
+    def known(self, **values: Any) -> None:
+        self.reporter.known(self.label, values)
+
+    @property
+    def gpus(self) -> str:
+        """The run's GPUs as a row shows them: the visible devices when pinned, else how many."""
+        return str(self.context.get("gpus") or self.context["env"].get("CUDA_VISIBLE_DEVICES")
+                   or f"{self.context['params'].get('tp_size', 1) or 1} (any)")
 
     def say(self, text: str) -> None:
         self.reporter.message(self.label, text)

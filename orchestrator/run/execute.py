@@ -267,12 +267,13 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     )
     store.add(run)
     return Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
-                   f"{plan.variant}@{host.name}", script, hidden)
+                   f"{plan.variant}@{host.name} #{run.id}", script, hidden)  # the id: runs share hosts
 
 
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter) -> Outcome:
     attempt = _attempt(spec, plan, session, store, reporter)
     host, engine, run, context, env = session.host, attempt.engine, attempt.run, attempt.context, attempt.context["env"]
+    attempt.known(run=run.id, gpus=attempt.gpus, engine=spec.engine)  # the live table's row for this run
     attempt.say(f"run {run.id} ({run.uid}) started")
     srv: server.Server | None = None
     log = b""
@@ -347,6 +348,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
                 collect.store_log(store, run, log, log_report)
             if measured is not None:
                 found, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
+                attempt.known(**metrics)  # accept length, tokens/s
                 flags.extend(found)
                 for note in notes:
                     attempt.say(note)
@@ -375,6 +377,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             if cut and status == FAILED:
                 error = (f"{error}; " if error else "") + cut
             run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
+            attempt.known(status=status)
             attempt.say(f"run {run.id} {status}" + (f": {error}" if error else ""))
 
         await _uncancelled(clean_up())  # a second signal never cuts a stop or a revert short

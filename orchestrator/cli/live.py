@@ -1,0 +1,177 @@
+"""`orch run`'s progress on a terminal: one row per run, updated in place (rich.live); and what both
+of its Reporters share: each warning shown once per sweep, repeats counted.
+
+A run's row starts when the run does (its `known` hook names the run id) or at its first stage;
+its phase is the Stage it is in, its status once it has one; its engine's metrics (accept length
+first) and tokens/s appear when the run has measured them. Lines for a run (`variant@host #id`) update its row's note; lines for
+anything else (a host's connect, recovery, a refusal) print above the table.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator import engines
+from orchestrator.engines.base import MetricInfo
+
+if TYPE_CHECKING:
+    from orchestrator.run.attempt import Stage
+
+WARNING = "warning: "  # how a warning reaches a message hook (the engines' flag checks write it so)
+
+
+class Warnings:
+    """Each warning once per sweep: the first is shown, repeats (the same text once the run's label
+    is taken out) only counted, and `repeated` gives the counts for the end of the sweep."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def first(self, label: str, text: str) -> bool:
+        """Count the warning; True the first time its text is seen."""
+        key = text.replace(label, "").strip()
+        self._counts[key] = self._counts.get(key, 0) + 1
+        return self._counts[key] == 1
+
+    def repeated(self) -> list[tuple[int, str]]:
+        """(count, text) of every warning given more than once, in first-seen order; then forgotten."""
+        found = [(n, text) for text, n in self._counts.items() if n > 1]
+        self._counts.clear()
+        return found
+
+
+def tally_lines(warnings: Warnings) -> list[str]:
+    return [f"warning (x{n}): {text}" for n, text in warnings.repeated()]
+
+
+@dataclass
+class Row:
+    """One run as the live table shows it."""
+
+    label: str
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+    run_id: int | None = None
+    gpus: str = "-"
+    phase: str = "starting"
+    engine: str | None = None  # whose metrics the row shows
+    measures: dict[str, Any] = field(default_factory=dict)  # by metric name, once measured
+    note: str = ""
+
+    @property
+    def host(self) -> str:
+        return self.label.rpartition("@")[2].partition(" #")[0]  # a run's label: `variant@host #id`
+
+    @property
+    def variant(self) -> str:
+        return self.label.rpartition("@")[0]
+
+
+STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow"}
+THROUGHPUT = MetricInfo("output_tok_s", "tok/s", 1)  # orch's own measure, whatever the engine
+FACTS = ("run", "gpus", "engine", "status")  # what `known` says besides measures
+
+
+class Board:
+    """The Reporter of `orch run` on a terminal (`run/attempt.py` Reporter): the live table."""
+
+    def __init__(self, console: Console, line: Callable[[str, str], None],
+                 transfer: Callable[[str], Callable[[str, int], None]]):
+        self._console = console
+        self._line = line  # a line above the table (ui.progress)
+        self._transfer = transfer
+        self.rows: list[Row] = []
+        self._current: dict[str, Row] = {}  # label -> the row of the run that label names now
+        self._live: Live | None = None
+        self.warnings = Warnings()
+
+    # -- the Reporter hooks --------------------------------------------------------------------
+
+    def message(self, label: str, text: str) -> None:
+        if text.startswith(WARNING):
+            self.warning(label, text[len(WARNING):])
+            return
+        row = self._current.get(label)
+        if row is None:
+            self._line(label, text)
+            return
+        row.note = (text.splitlines() or [""])[0]
+        self._refresh()
+
+    def warning(self, label: str, text: str) -> None:
+        if self.warnings.first(label, text):
+            self._line(label, f"{WARNING}{text}")
+
+    def transfer(self, label: str) -> Callable[[str, int], None]:
+        return self._transfer(label)
+
+    def stage(self, label: str, stage: Stage) -> None:
+        row = self._current.get(label) or self._start(label)
+        row.phase = stage.value
+        self._refresh()
+
+    def known(self, label: str, values: dict[str, Any]) -> None:
+        row = self._start(label) if "run" in values else self._current.get(label) or self._start(label)
+        if "run" in values:
+            row.run_id = values["run"]
+        if values.get("gpus") is not None:
+            row.gpus = str(values["gpus"])
+        row.engine = values.get("engine", row.engine)
+        row.measures.update((k, v) for k, v in values.items() if k not in FACTS)
+        if "status" in values:
+            row.phase, row.ended = values["status"], time.monotonic()
+        self._refresh()
+
+    # -- the display ---------------------------------------------------------------------------
+
+    def _start(self, label: str) -> Row:
+        row = Row(label)
+        self.rows.append(row)
+        self._current[label] = row
+        if self._live is None:
+            self._live = Live(get_renderable=self.table, console=self._console, refresh_per_second=4,
+                              redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+            atexit.register(self.finish)  # an exit that skips the summary still leaves the terminal clean
+        return row
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+
+    def table(self) -> Table:
+        from .ui import fmt  # ui imports this module
+
+        metrics = self._metrics()
+        table = Table(title="runs in progress", title_justify="left")
+        for column in ("run", "variant", "host", "GPUs", "phase", "elapsed", *(m.label for m in metrics), "last"):
+            table.add_column(column)
+        now = time.monotonic()
+        for r in self.rows:
+            phase = f"[{STATUS_STYLE[r.phase]}]{r.phase}[/]" if r.phase in STATUS_STYLE else r.phase
+            table.add_row(fmt(r.run_id), escape(r.variant), escape(r.host), escape(r.gpus), phase,
+                          f"{(r.ended or now) - r.started:.1f} s", *(fmt(r.measures.get(m.name)) for m in metrics),
+                          escape(r.note[:60]))
+        return table
+
+    def _metrics(self) -> list[MetricInfo]:
+        """The metrics the rows' engines declare (as the summary shows them), then tokens/s."""
+        shown = {m.name: m for r in self.rows if r.engine for m in engines.get(r.engine).metrics}
+        shown.setdefault(THROUGHPUT.name, THROUGHPUT)
+        return list(shown.values())
+
+    def finish(self) -> list[str]:
+        """Stop the live table (its last state stays on the screen); the warnings' counts."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        return tally_lines(self.warnings)

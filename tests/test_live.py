@@ -1,0 +1,125 @@
+"""`orch run`'s progress: the plain log off a terminal (each warning once, with its count), the live
+table on a real pseudo-terminal, and the summary's param columns."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import struct
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, free_port
+from test_run import ORCH, orch
+
+# 0.5.23 deprecates --disable-cuda-graph: every run's flag check warns the same
+SPEC = """\
+name: sweep
+hosts: [new]
+template: ../templates/sglang_launch.sh.j2
+params:
+  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
+  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
+  tp_size: 1
+  mem_fraction_static: 0.85
+  num_continuous_decode_steps: 1
+  disable_cuda_graph: true
+  speculative_algorithm: EAGLE3
+  speculative_num_steps: 3
+  speculative_eagle_topk: 1
+  speculative_num_draft_tokens: 4
+  port: 30000
+env:
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
+matrix:
+  speculative_num_steps: [2, 3]
+variants:
+  narrow: {}
+  wide:
+    params: {speculative_eagle_topk: 2}
+workload: {requests: 4, max_new_tokens: 32, concurrency: 2}
+ready_timeout: 60
+"""
+DEPRECATED = "--disable-cuda-graph is deprecated"
+
+
+@pytest.fixture
+def sweep(project: Path) -> Path:
+    (project / "inventory.yaml").write_text(
+        f"hosts:\n  new:\n    transport: local\n    workdir: {project / 'host'}\n    gpus: 8\n    rehearsal: \"0.5.23\"\n")
+    path = project / "experiments" / "sweep.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def test_plain_log_gives_each_warning_once_and_the_summary_a_column_per_param(project, sweep):
+    done = orch(project, "run", str(sweep), "--set", f"port={free_port()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    flat = re.sub(r"\s+", " ", done.stdout)  # a long line wraps at the log's width
+    assert flat.count(DEPRECATED) == 2, done.stdout  # the first, where it happened; the count, once, before the table
+    assert re.search(r"\d\d:\d\d:\d\d narrow@new #\d+ warning: \S+sglang_launch.sh.j2:\d+: " + DEPRECATED, flat), flat
+    [tally] = [i for i, line in enumerate(lines) if line.startswith("warning (x")]
+    assert lines[tally].startswith("warning (x4): ") and "narrow@new" not in lines[tally], lines[tally]
+    assert tally < next(i for i, line in enumerate(lines) if line.startswith("runs"))
+    # one column per param that tells the runs apart: the matrix's, then the variants'
+    header = next(line for line in lines if "speculative_num_steps" in line)
+    assert header.index("variant") < header.index("speculative_num_steps") < header.index("speculative_eagle_topk")
+    rows = [re.sub(r"\s+", " ", line.strip("│┃ ")) for line in lines if " succeeded " in line and "│" in line]
+    points = sorted(tuple(cell.strip() for cell in row.split("│")[1:4]) for row in rows)
+    assert points == [("narrow", "2", "1"), ("narrow", "3", "1"), ("wide", "2", "2"), ("wide", "3", "2")], rows
+
+
+def _screen(project: Path, *args: str, timeout: float = 120) -> tuple[int, str]:
+    """`orch ...` on a pseudo-terminal of 160 columns: its exit code and every byte it wrote."""
+    import fcntl
+    import termios
+
+    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
+           "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
+    env.pop("COLUMNS", None)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: orch on the terminal
+        os.chdir(project)
+        os.execve(sys.executable, [*ORCH, *args], env)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def test_live_table_on_a_terminal_shows_each_run_with_its_phase(project, sweep):
+    code, screen = _screen(project, "run", str(sweep), "--variant", "narrow", "--set", f"port={free_port()}")
+    assert code == 0, screen
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)  # colours and cursor moves out
+    assert "runs in progress" in text
+    for phase in ("check flags", "launch", "wait ready", "revert patches", "succeeded"):
+        assert phase in text, phase
+    assert "\x1b[2K" in screen or "\x1b[1A" in screen  # rows rewritten in place, not appended
+    # the run's own lines go to its row, not to the screen as a log
+    assert not re.search(r"\d\d:\d\d:\d\d narrow@new #\d+ ready after", text)
+    flat = re.sub(r"\s+", " ", text)  # a long line wraps at the terminal's width
+    assert flat.count(DEPRECATED) == 2 and "warning (x2): " in text  # the first, then the count
+    last = text[text.rindex("runs in progress"):text.rindex("warning (x2)")]  # its final state
+    rows = re.findall(r"│ (\d+)\s+│ narrow\s+│ new\s+│ [^│]+│ succeeded\s+│ [\d.]+ s\s+│ ([\d.]+)\s+│ ([\d.]+)", last)
+    assert sorted(r[0] for r in rows) == ["1", "2"], last  # one row per run, with its accept length and tok/s
+    summary = text[text.rindex("\nruns"):]
+    assert "speculative_num_steps" in summary and summary.count(" succeeded ") == 2, summary
