@@ -75,6 +75,13 @@ def test_plain_log_gives_each_warning_once_and_the_summary_a_column_per_param(pr
     assert points == [("narrow", "2", "1"), ("narrow", "3", "1"), ("wide", "2", "2"), ("wide", "3", "2")], rows
 
 
+def test_a_dry_run_counts_its_repeated_warnings_too(project, sweep):
+    done = orch(project, "run", str(sweep), "--dry-run", "--set", "port=1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.sub(r"\s+", " ", done.stdout).count(DEPRECATED) == 2, done.stdout
+    assert any(line.startswith("warning (x4): ") for line in done.stdout.splitlines()), done.stdout
+
+
 def _screen(project: Path, *args: str, timeout: float = 120) -> tuple[int, str]:
     """`orch ...` on a pseudo-terminal of 160 columns: its exit code and every byte it wrote."""
     import fcntl

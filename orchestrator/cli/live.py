@@ -93,6 +93,7 @@ class Board:
         self._current: dict[str, Row] = {}  # label -> the row of the run that label names now
         self._live: Live | None = None
         self.warnings = Warnings()
+        atexit.register(self.stop)  # an exit that skips the summary still leaves the terminal clean
 
     # -- the Reporter hooks --------------------------------------------------------------------
 
@@ -138,10 +139,8 @@ class Board:
         self.rows.append(row)
         self._current[label] = row
         if self._live is None:
-            self._live = Live(get_renderable=self.table, console=self._console, refresh_per_second=4,
-                              redirect_stdout=False, redirect_stderr=False)
+            self._live = Live(get_renderable=self.table, console=self._console, refresh_per_second=4)
             self._live.start()
-            atexit.register(self.finish)  # an exit that skips the summary still leaves the terminal clean
         return row
 
     def _refresh(self) -> None:
@@ -169,9 +168,13 @@ class Board:
         shown.setdefault(THROUGHPUT.name, THROUGHPUT)
         return list(shown.values())
 
-    def finish(self) -> list[str]:
-        """Stop the live table (its last state stays on the screen); the warnings' counts."""
+    def stop(self) -> None:
+        """Stop drawing the table (its last state stays on the screen); a later run draws it again."""
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+    def finish(self) -> list[str]:
+        """The table stopped; the warnings' counts."""
+        self.stop()
         return tally_lines(self.warnings)

@@ -65,6 +65,7 @@ def run(
         for error in dict.fromkeys(o.error for o in outcomes if o.run_id is None and o.error):
             ui.error(error)
     else:  # no runs, so no table: each error on its own line
+        ui.progress_done()
         for o in outcomes:
             if o.error:
                 ui.error(o.error)

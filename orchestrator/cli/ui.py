@@ -45,9 +45,16 @@ def progress(label: str, message: str) -> None:
 
 
 def error(message: str, evidence: tuple[str, ...] = ()) -> None:
+    reporter.stop()  # below a live table, not through it: its last state stays on the screen
     errors.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
     for line in evidence:
         errors.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+
+
+def progress_done() -> None:
+    """The end of a sweep's progress: the live table stopped, the counts of repeated warnings."""
+    for line in reporter.finish():
+        console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
 
 
 # the summary's param columns: their names, and each run's values (by run id) as it recorded them
@@ -58,8 +65,7 @@ def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...], params: Params
     """The runs of one `orch run`, with a column per param that tells its plans apart (`matrix_params`)
     and the metrics its engine declares. The live table (or the log) ends first, with the counts of
     the warnings given more than once."""
-    for line in reporter.finish():
-        console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+    progress_done()
     names, values = params or ((), {})
     table = Table(title="runs", title_justify="left")
     for column in ("run", "variant", *names, "host", "status", *(m.label for m in metrics), "flags / error"):
@@ -319,6 +325,9 @@ class Plain:
 
     def known(self, label: str, values: dict[str, Any]) -> None:
         return None  # the run's lines and the summary say it
+
+    def stop(self) -> None:
+        return None  # nothing drawn in place
 
     def finish(self) -> list[str]:
         """The counts of the warnings given more than once."""
