@@ -82,8 +82,9 @@ def test_a_dry_run_counts_its_repeated_warnings_too(project, sweep):
     assert any(line.startswith("warning (x4): ") for line in done.stdout.splitlines()), done.stdout
 
 
-def _screen(project: Path, *args: str, timeout: float = 120) -> tuple[int, str]:
-    """`orch ...` on a pseudo-terminal of 160 columns: its exit code and every byte it wrote."""
+def _screen(project: Path, *args: str, timeout: float = 120, ctrl_c_at: str | None = None) -> tuple[int, str]:
+    """`orch ...` on a pseudo-terminal of 160 columns: its exit code and every byte it wrote; with
+    `ctrl_c_at`, Ctrl-C typed on the terminal once the screen shows that text."""
     import fcntl
     import termios
 
@@ -108,6 +109,9 @@ def _screen(project: Path, *args: str, timeout: float = 120) -> tuple[int, str]:
         if not chunk:
             break
         out += chunk
+        if ctrl_c_at is not None and ctrl_c_at.encode() in out:
+            os.write(fd, b"\x03")  # the terminal sends SIGINT to orch, its foreground process
+            ctrl_c_at = None
     _, status = os.waitpid(pid, 0)
     os.close(fd)
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
@@ -130,3 +134,16 @@ def test_live_table_on_a_terminal_shows_each_run_with_its_phase(project, sweep):
     assert sorted(r[0] for r in rows) == ["1", "2"], last  # one row per run, with its accept length and tok/s
     summary = text[text.rindex("\nruns"):]
     assert "speculative_num_steps" in summary and summary.count(" succeeded ") == 2, summary
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_terminal_leaves_the_table_then_the_cleanup_and_the_summary(project, sweep):
+    sweep.write_text(SPEC.replace("requests: 4", "requests: 400"))
+    code, screen = _screen(project, "run", str(sweep), "--variant", "narrow", "--set", f"port={free_port()}",
+                           ctrl_c_at="sending 400 requests")
+    assert code == 130, screen
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+    assert "SIGINT: stopping every host's server" in text
+    summary = text[text.rindex("\nruns"):]
+    assert " interrupted " in summary and "speculative_num_steps" in summary, summary
+    assert screen.rindex("\x1b[?25h") > screen.rindex("\x1b[?25l")  # the cursor is given back
