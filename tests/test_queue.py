@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+import sshd
 from conftest import ROOT, free_port
-from test_run import orch
+from test_run import orch, shipped, snapshot
+from test_ssh_run import start_orch
 
 
 def test_a_plan_an_unreachable_host_would_have_run_runs_on_another(project: Path):
@@ -24,3 +28,47 @@ def test_a_plan_an_unreachable_host_would_have_run_runs_on_another(project: Path
     listing = json.loads(orch(project, "ls", "--json").stdout)
     assert [(r["variant"], r["host"], r["status"]) for r in listing] == [
         ("story", "local", "succeeded"), ("fixed", "local", "succeeded")]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")
+def test_a_host_lost_mid_run_leaves_its_run_to_another_host_once(project: Path, no_user_ssh, tmp_path):
+    """`local` and a real sshd host in its own network namespace (its own ports); its link is cut
+    while its server starts: that run is retried on local, and the two runs name each other."""
+    (tmp_path / "fleet").mkdir()
+    fleet = sshd.Fleet(tmp_path / "fleet", 1)
+    try:
+        fleet.start()
+        box = fleet.servers[0]
+        box.client_options("ServerAliveInterval 1", "ServerAliveCountMax 2", "ConnectTimeout 3")
+        workdir = tmp_path / "box-work"
+        (project / "inventory.yaml").write_text((project / "inventory.yaml").read_text()
+                                                + box.rehearsal_entry(fleet.known_hosts(), workdir))
+        spec = project / "experiments" / "eagle_debug.yaml"
+        spec.write_text((ROOT / "experiments" / "eagle_debug.yaml").read_text())
+        proc = start_orch(project, "run", str(spec), "--hosts", f"local,{box.name}", "--set", f"port={free_port()}",
+                          "--set", "env.ORCH_REHEARSAL_LOAD_SECONDS=3")
+        seen, line = "", ""
+        while not (f"@{box.name}" in line and "waiting for it to be ready" in line):
+            line = proc.stdout.readline()
+            assert line, seen
+            seen += line
+        fleet.cut(0)
+        rest, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, seen + rest
+        listing = json.loads(orch(project, "ls", "--json").stdout)
+        lost = [r for r in listing if r["host"] == box.name]
+        assert len(lost) == 1 and lost[0]["status"] == "failed", listing
+        retried = [r for r in listing if r["host"] == "local" and r["variant"] == lost[0]["variant"]]
+        assert len(retried) == 1 and retried[0]["status"] == "succeeded", listing
+        first = json.loads(orch(project, "show", str(lost[0]["id"]), "--json").stdout)
+        retry = json.loads(orch(project, "show", str(retried[0]["id"]), "--json").stdout)
+        assert any(e["kind"] == "retried" and f"run {retry['id']}" in e["message"] for e in first["events"])
+        assert any(e["kind"] == "retry" and f"run {first['id']}" in e["message"] for e in retry["events"])
+        # the link comes back: `orch revert` stops what the cut-short run left and restores its files
+        fleet.restore(0)
+        reverted = orch(project, "revert", "--host", box.name)
+        assert reverted.returncode == 0, reverted.stdout + reverted.stderr
+        assert snapshot(workdir / "rehearsal" / "sglang") == shipped(tmp_path)
+    finally:
+        fleet.stop()

@@ -4,7 +4,7 @@ on its own GPUs and port; runs with another patch set wait for the host to drain
 from __future__ import annotations
 
 import json
-import shutil
+import socket
 from pathlib import Path
 
 from conftest import ROOT, free_port
@@ -32,12 +32,13 @@ def window(run: dict) -> tuple[str, str]:
 
 def test_two_tp4_runs_share_the_host_on_their_own_gpus_and_ports(project, tmp_path):
     port = free_port()
-    done = orch(project, "run", str(experiment(project, repeats=2)), "--variant", "fixed", "--set", f"port={port}")
+    with socket.create_server(("127.0.0.1", port + 1)):  # another process holds the second slot's port
+        done = orch(project, "run", str(experiment(project, repeats=2)), "--variant", "fixed", "--set", f"port={port}")
     assert done.returncode == 0, done.stdout + done.stderr
     first, second = runs(project)
     assert [r["status"] for r in (first, second)] == ["succeeded", "succeeded"]
     assert {r["env"]["CUDA_VISIBLE_DEVICES"] for r in (first, second)} == {"0,1,2,3", "4,5,6,7"}
-    assert {r["params"]["port"] for r in (first, second)} == {port, port + 1}
+    assert {r["params"]["port"] for r in (first, second)} == {port, port + 2}
     for r in (first, second):
         assert f"export CUDA_VISIBLE_DEVICES={r['env']['CUDA_VISIBLE_DEVICES']}" in r["command"]
         assert "export ORCH_REHEARSAL_GPUS=4" in r["command"] and f"--port {r['params']['port']}" in r["command"]

@@ -26,7 +26,7 @@ from orchestrator.core import patching, render, spec as specs
 from orchestrator import engines
 from orchestrator.engines.base import Engine, ServerState, WorkloadResult
 from orchestrator.store import database as store_queries
-from orchestrator.errors import EXIT_HOST, EXIT_INTERRUPTED, HostBusy, HostError, OrchError, ServerError
+from orchestrator.errors import EXIT_INTERRUPTED, HostBusy, HostError, OrchError, ServerError
 from orchestrator.core.inventory import Host
 from orchestrator.host.journal import APPLIED, DRIFTED
 from orchestrator.host.lifecycle import Held, Locking
@@ -95,6 +95,9 @@ async def run_all(
     return [outcome for _, outcome in sorted(done, key=lambda d: d[0])]
 
 
+SLOT_PORT_TRIES = 16
+
+
 async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, store: Store,
                        reporter: Reporter, dry_run: bool) -> list[tuple[int, Outcome]]:
     """Runs taken from the queue while some fit the host, each in its slot as its own task; a
@@ -107,6 +110,7 @@ async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, sto
     async def one(entry: Entry, lease: Lease) -> None:
         retry = None
         try:
+            lease = await _slot_port(session, slots, lease)
             plan = lease.plan(entry.plan)
             if dry_run:
                 outcomes.append((entry.order, await dry_run_one(spec, plan, session, reporter)))
@@ -142,11 +146,22 @@ async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, sto
     return outcomes
 
 
+async def _slot_port(session: HostSession, slots: Slots, lease: Lease) -> Lease:
+    """A slot past the first moves up from a port another process listens on (a few tries; the
+    last taken one is refused by run_one's port check, with its holder named)."""
+    for _ in range(SLOT_PORT_TRIES):
+        if lease.index == 0 or lease.port is None or not (await occupancy.listener(session.conn, session.host,
+                                                                                   lease.port)).listening:
+            break
+        lease = slots.moved(lease, lease.port + 1)
+    return lease
+
+
 async def _lost_link(session: HostSession, queue: Queue, entry: Entry, outcome: Outcome, store: Store,
                      reporter: Reporter) -> Entry | None:
-    """After a host error, is the link gone for good (it does not answer a stat, reconnecting
+    """After a failed run, is the link gone for good (the host does not answer a stat, reconnecting
     included)? Then the host takes no more plans, and the run goes back to the queue once: the retry."""
-    if outcome.exit_code != EXIT_HOST:
+    if outcome.status != FAILED:
         return None
     name = session.host.name
     try:

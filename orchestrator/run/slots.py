@@ -6,13 +6,14 @@ slot index (the lowest index no run on the host holds now). What the run sees of
 - `CUDA_VISIBLE_DEVICES` (the env) and `{{ gpus }}` (a param): its GPUs, e.g. "4,5,6,7"; set only
   when the run takes fewer GPUs than the host has (a run of the whole host sees every GPU anyway);
 - `{{ port }}`: the plan's port + the slot index, or the next one up when another run on the host
-  holds that one (run_one's port check still refuses one taken by someone else).
+  holds that one or, for a slot past the first, another process listens there (`execute`); slot 0
+  keeps the plan's port, which run_one's port check refuses when taken, as without slots.
 
 Runs share a host at once only when their patch sets are identical (the same patch names and
 contents, in the same order): the files they import are then the same, applied once and reverted
 when the last run of the set ends (`sharing.py`). A run with another patch set waits until the host
-has drained. A run that cannot be given its own GPUs or port runs alone: a host without a GPU
-count, a plan whose env sets `CUDA_VISIBLE_DEVICES` itself, a port that is not a number.
+has drained. A run that cannot be given its own GPUs runs alone: on a host without a GPU count,
+or when its env sets `CUDA_VISIBLE_DEVICES` itself.
 """
 
 from __future__ import annotations
@@ -91,22 +92,24 @@ class Slots:
     def release(self, lease: Lease) -> None:
         self.leases.remove(lease)
 
+    def moved(self, lease: Lease, port: int) -> Lease:
+        """`lease` on `port` instead (its own was taken by another process)."""
+        held = self._held()
+        while port in held:
+            port += 1
+        moved = dataclasses.replace(lease, port=port)
+        self.leases[self.leases.index(lease)] = moved
+        return moved
+
     def _alone(self, plan: RunPlan) -> bool:
-        return self.host.gpus <= 0 or "CUDA_VISIBLE_DEVICES" in plan.env or _port_of(plan) is None
+        return self.host.gpus <= 0 or "CUDA_VISIBLE_DEVICES" in plan.env
+
+    def _held(self) -> set[int | None]:
+        return {lease.port for lease in self.leases}
 
     def _port(self, plan: RunPlan, index: int) -> int:
-        base = _port_of(plan)
-        assert base is not None
-        held = {lease.port for lease in self.leases}
-        port = base + index
+        held = self._held()
+        port = int(plan.params.get("port", DEFAULT_PORT)) + index  # a whole number: plancheck saw to it
         while port in held:
             port += 1
         return port
-
-
-def _port_of(plan: RunPlan) -> int | None:
-    value = plan.params.get("port", DEFAULT_PORT)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None  # a rendered value ({{ ... }}): the slot cannot move it
