@@ -147,3 +147,31 @@ def test_ctrl_c_on_the_terminal_leaves_the_table_then_the_cleanup_and_the_summar
     summary = text[text.rindex("\nruns"):]
     assert " interrupted " in summary and "speculative_num_steps" in summary, summary
     assert screen.rindex("\x1b[?25h") > screen.rindex("\x1b[?25l")  # the cursor is given back
+
+
+def test_board_keeps_one_row_per_run_and_prints_what_a_note_cannot_hold():
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.cli.live import Board
+    from orchestrator.run.attempt import Stage
+
+    printed: list[tuple[str, str]] = []
+    board = Board(Console(file=io.StringIO(), force_terminal=True, width=160), lambda *line: printed.append(line),
+                  lambda label: lambda kind, amount: None)
+    board.message("h", "connected")  # a host's line: above the table
+    board.known("v@h #1", {"run": 1, "gpus": "0,1", "engine": "sglang"})
+    board.known("v@h #2", {"run": 2, "gpus": "2,3", "engine": "sglang"})  # at once on the same host
+    board.stage("v@h #1", Stage.WORKLOAD)
+    board.message("v@h #1", "ready after 1.0 s")
+    board.message("v@h #2", "preflight WARNING: w\nwhy: y\nfix: f")
+    board.warning("v@h #1", "the same")
+    board.warning("v@h #2", "the same")
+    board.known("v@h #1", {"accept_len": 2.5, "output_tok_s": 900.0, "status": "succeeded"})
+    assert [(r.run_id, r.gpus, r.phase, r.note) for r in board.rows] == [
+        (1, "0,1", "succeeded", "ready after 1.0 s"), (2, "2,3", "starting", "preflight WARNING: w")]
+    assert board.rows[0].measures == {"accept_len": 2.5, "output_tok_s": 900.0}
+    assert printed == [("h", "connected"), ("v@h #2", "preflight WARNING: w\nwhy: y\nfix: f"),
+                       ("v@h #1", "warning: the same")]
+    assert board.finish() == ["warning (x2): the same"] and board.finish() == []

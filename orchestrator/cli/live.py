@@ -3,7 +3,8 @@ of its Reporters share: each warning shown once per sweep, repeats counted.
 
 A run's row starts when the run does (its `known` hook names the run id) or at its first stage;
 its phase is the Stage it is in, its status once it has one; its engine's metrics (accept length
-first) and tokens/s appear when the run has measured them. Lines for a run (`variant@host #id`) update its row's note; lines for
+first) and tokens/s appear when the run has measured them. Lines for a run (`variant@host #id`)
+update its row's note (a message of several lines also prints above the table); lines for
 anything else (a host's connect, recovery, a refusal) print above the table.
 """
 
@@ -102,11 +103,11 @@ class Board:
             self.warning(label, text[len(WARNING):])
             return
         row = self._current.get(label)
-        if row is None:
+        if row is None or "\n" in text:  # several lines (a preflight finding's why and fix) say more than a note
             self._line(label, text)
-            return
-        row.note = (text.splitlines() or [""])[0]
-        self._refresh()
+        if row is not None:
+            row.note = (text.splitlines() or [""])[0]
+            self._refresh()
 
     def warning(self, label: str, text: str) -> None:
         if self.warnings.first(label, text):
