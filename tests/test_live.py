@@ -118,6 +118,7 @@ def _screen(project: Path, *args: str, timeout: float = 120, ctrl_c_at: str | No
 
 
 def test_live_table_on_a_terminal_shows_each_run_with_its_phase(project, sweep):
+    sweep.write_text(SPEC.replace("requests: 4,", "requests: 40,"))  # a workload long enough to show its progress
     code, screen = _screen(project, "run", str(sweep), "--variant", "narrow", "--set", f"port={free_port()}")
     assert code == 0, screen
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)  # colours and cursor moves out
@@ -132,6 +133,8 @@ def test_live_table_on_a_terminal_shows_each_run_with_its_phase(project, sweep):
     last = text[text.rindex("runs in progress"):text.rindex("warning (x2)")]  # its final state
     rows = re.findall(r"│ (\d+)\s+│ narrow\s+│ new\s+│ [^│]+│ succeeded\s+│ [\d.]+ s\s+│ ([\d.]+)\s+│ ([\d.]+)", last)
     assert sorted(r[0] for r in rows) == ["1", "2"], last  # one row per run, with its accept length and tok/s
+    # while the workload runs, its accept length and tok/s so far
+    assert re.search(r"│ workload\s+│ [\d.]+ s\s+│ [\d.]+\s+│ [\d.]+", text), text
     summary = text[text.rindex("\nruns"):]
     assert "speculative_num_steps" in summary and summary.count(" succeeded ") == 2, summary
 
@@ -175,3 +178,19 @@ def test_board_keeps_one_row_per_run_and_prints_what_a_note_cannot_hold():
     assert printed == [("h", "connected"), ("v@h #2", "preflight WARNING: w\nwhy: y\nfix: f"),
                        ("v@h #1", "warning: the same")]
     assert board.finish() == ["warning (x2): the same"] and board.finish() == []
+
+
+def test_measures_so_far_come_from_the_completed_requests_at_most_twice_a_second():
+    from orchestrator import engines
+    from orchestrator.engines.base import RequestResult, WorkloadResult
+    from orchestrator.engines.sglang.engine import VERIFY_STEPS
+    from orchestrator.run import workload
+
+    told: list[dict[str, float]] = []
+    on = workload.so_far(engines.get("sglang"), lambda **values: told.append(values))
+    first = RequestResult(10, 30, 0.1, {VERIFY_STEPS: 10})  # 3 tokens per verify step
+    second = RequestResult(10, 20, 0.1, {VERIFY_STEPS: 10})
+    on(WorkloadResult((first,), 0.2))
+    on(WorkloadResult((first, second), 0.4))  # too soon: not worked out
+    on(WorkloadResult((first, second), 1.0))
+    assert told == [{"output_tok_s": 150.0, "accept_len": 3.0}, {"output_tok_s": 50.0, "accept_len": 2.5}]

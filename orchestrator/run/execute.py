@@ -331,7 +331,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         base_url = f"http://{address[0]}:{address[1]}"
         workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
         before = await engine.server_state(base_url)
-        result = await workload.run(engine, base_url, spec.workload)
+        result = await workload.run(engine, base_url, spec.workload, workload.so_far(engine, attempt.known))
         measured = (result, before, await engine.server_state(base_url))
         workload_from = None  # the workload is done: a later drop cuts none of its requests
         metrics.update(collect.workload_metrics(result))
