@@ -4,8 +4,8 @@ later cancellation cuts short, `run/execute.py`); a second one says what is stil
 and the command that finishes it should orch be killed. Past CLEANUP_BOUND_S orch gives up and
 exits 130 all the same, saying what is left: the journal survives a kill at any point.
 
-The default action of SIGTERM and SIGHUP ends the process at once, no `finally` run: hence the
-handlers in the event loop, for all three."""
+The default action of SIGTERM and SIGHUP ends the process at once, no `finally` run: hence a
+handler for all three, which hands the signal to the event loop."""
 
 from __future__ import annotations
 
@@ -37,28 +37,31 @@ async def _guarded(work: Coroutine[Any, Any, T], store: Store, controller: str, 
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)
     got: list[str] = []
+    # asked now: once the terminal has hung up, isatty() fails like every write to it
+    on_terminal = os.isatty(1) or os.isatty(2)
+
+    def at_once(signum: int, _frame: object) -> None:
+        """Python's handler, run in the main thread as soon as the signal arrives: a closed
+        terminal is let go of before any further write to it fails (EIO) and fails a run."""
+        if signum == signal.SIGHUP and on_terminal and not got:
+            _detach_terminal()
+        loop.call_soon_threadsafe(on_signal, signal.Signals(signum))
 
     def on_signal(sig: signal.Signals) -> None:
         if got:  # the cleanup goes on: say what it still has to do
-            for line in still_left(store, controller, since):
-                ui.error(line)
+            _say(still_left(store, controller, since))
             return
         got.append(sig.name)
-        if sig == signal.SIGHUP and os.isatty(1):
-            _detach_terminal()  # the terminal is gone: a write to it would fail the cleanup
-        ui.error(f"{sig.name}: stopping every host's server and reverting every patch "
-                 f"(at most {CLEANUP_BOUND_S:.0f} s; a second Ctrl-C says what is left)")
         task.cancel(f"interrupted by {sig.name}")
         loop.call_later(CLEANUP_BOUND_S, give_up)
+        _say([f"{sig.name}: stopping every host's server and reverting every patch "
+              f"(at most {CLEANUP_BOUND_S:.0f} s; a second Ctrl-C says what is left)"])
 
     def give_up() -> None:
-        ui.error(f"cleanup still not done after {CLEANUP_BOUND_S:.0f} s; exiting")
-        for line in still_left(store, controller, since):
-            ui.error(line)
+        _say([f"cleanup still not done after {CLEANUP_BOUND_S:.0f} s; exiting", *still_left(store, controller, since)])
         os._exit(EXIT_INTERRUPTED)
 
-    for sig in SIGNALS:
-        loop.add_signal_handler(sig, on_signal, sig)
+    before = {sig: signal.signal(sig, at_once) for sig in SIGNALS}
     try:
         return await task, None
     except asyncio.CancelledError:
@@ -66,8 +69,17 @@ async def _guarded(work: Coroutine[Any, Any, T], store: Store, controller: str, 
             raise
         return None, got[0]
     finally:
-        for sig in SIGNALS:
-            loop.remove_signal_handler(sig)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _say(lines: list[str]) -> None:
+    """Lines to the user that may be lost (a closed pipe) but never stop the cleanup."""
+    try:
+        for line in lines:
+            ui.error(line)
+    except (OSError, SystemExit):  # rich's console turns a broken pipe into SystemExit (and goes quiet)
+        pass
 
 
 def _detach_terminal() -> None:

@@ -15,7 +15,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.host import lifecycle, occupancy, patchcheck, server
 from . import collect, preflight, sharing, stages, workload
@@ -348,6 +348,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     finally:
         async def clean_up() -> None:
             nonlocal run, log, status, error, exit_code, srv
+            attempt.reporter = _unfailing(attempt.reporter)  # a closed terminal or pipe loses lines, not the cleanup
             if srv is None and attempt.stage in _LAUNCHING:  # cancelled while the launch command ran
                 srv = await _launched(session, context["run"]["dir"], int(context["params"].get("port", 30000)))
             cleanup_errors: list[BaseException] = []
@@ -430,6 +431,28 @@ async def _launched(session: HostSession, run_dir: str, port: int) -> server.Ser
         if time.monotonic() >= deadline:
             return None
         await asyncio.sleep(0.1)
+
+
+class _Unfailing:
+    """A reporter whose lines may be lost but never stop a cleanup: `orch run | tee` after Ctrl-C
+    writes to a closed pipe (which rich's console turns into SystemExit), a hung-up terminal answers EIO."""
+
+    def __init__(self, reporter: Reporter):
+        self._reporter = reporter
+
+    def __getattr__(self, name: str) -> Any:
+        hook = getattr(self._reporter, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return hook(*args, **kwargs)
+            except (OSError, SystemExit):  # rich turns a broken pipe into SystemExit, once quiet
+                return None
+        return call
+
+
+def _unfailing(reporter: Reporter) -> Reporter:
+    return cast(Reporter, _Unfailing(reporter))
 
 
 async def _uncancelled(work: Coroutine[Any, Any, None]) -> None:
