@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import re
 import subprocess
 import sys
 import types
@@ -102,7 +103,8 @@ def test_run_experiment_records_a_run_and_resume_skips_it(project, experiment):
                                            variants=["fixed"], report=lambda host, message: said.append((host, message)))
     assert [(o.variant, o.host, o.status) for o in outcomes] == [("fixed", "local", "succeeded")], outcomes
     assert isinstance(outcomes[0], orchestrator.Outcome) and outcomes[0].metrics["accept_len"] > 1.2
-    assert said and all(where.endswith("local") for where, _ in said), said  # the host, or variant@host
+    # where: the host, or a run's `variant@host #id`
+    assert said and all(re.fullmatch(r"(fixed@)?local( #\d+)?", where) for where, _ in said), said
     record = orchestrator.Store(db).record(orchestrator.Store(db).get(outcomes[0].uid))
     assert record["variant"] == "fixed" and record["status"] == "succeeded"
     # the same plan again with resume: already succeeded with the same fingerprint, nothing runs
