@@ -178,6 +178,10 @@ def test_board_keeps_one_row_per_run_and_prints_what_a_note_cannot_hold():
     assert printed == [("h", "connected"), ("v@h #2", "preflight WARNING: w\nwhy: y\nfix: f"),
                        ("v@h #1", "warning: the same")]
     assert board.finish() == ["warning (x2): the same"] and board.finish() == []
+    push = board.transfer("v@h #2 draft")  # a run's checkpoint push: in its row
+    push("total", 3 * 2**20)
+    push("advance", 2**20)
+    assert board.rows[1].note == "push draft: 1.0 of 3.0 MiB"
 
 
 def test_measures_so_far_come_from_the_completed_requests_at_most_twice_a_second():

@@ -87,8 +87,9 @@ class Board:
 
     def __init__(self, console: Console, line: Callable[[str, str], None],
                  transfer: Callable[[str], Callable[[str, int], None]]):
+        # `line` prints above the table (ui.progress); `transfer` is the bar of a push that is no run's
         self._console = console
-        self._line = line  # a line above the table (ui.progress)
+        self._line = line
         self._transfer = transfer
         self.rows: list[Row] = []
         self._current: dict[str, Row] = {}  # label -> the row of the run that label names now
@@ -114,7 +115,19 @@ class Board:
             self._line(label, f"{WARNING}{text}")
 
     def transfer(self, label: str) -> Callable[[str, int], None]:
-        return self._transfer(label)
+        """A run's checkpoint push as its row's note (the row is where a run's progress shows)."""
+        row = next((r for named, r in self._current.items() if label.startswith(named + " ")), None)
+        if row is None:  # not a run's push: a bar of its own
+            return self._transfer(label)
+        name, moved = label[len(row.label) + 1:], {"total": 0, "advance": 0}
+
+        def on(kind: str, amount: int) -> None:
+            if kind in moved:
+                moved[kind] += amount
+                row.note = f"push {name}: {moved['advance'] / 2**20:.1f} of {moved['total'] / 2**20:.1f} MiB"
+                self._refresh()
+
+        return on
 
     def stage(self, label: str, stage: Stage) -> None:
         row = self._current.get(label) or self._start(label)
