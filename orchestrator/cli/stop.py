@@ -80,7 +80,7 @@ def _record(store: Store, held: Held, target: Run | None) -> list[str]:
     assert held.recovery is not None
     host = held.session.host.name
     lines = []
-    ended = set(held.recovery.interrupted)
+    ended = {uid for uid in held.recovery.interrupted if target is None or uid == target.uid}
     for run in store.runs(status=RUNNING):
         if run.host == host and (target is None or run.uid == target.uid):
             store.update_run(run, status=INTERRUPTED, ended_at=now(), error=f"{WHY}: its controller {run.controller} "
