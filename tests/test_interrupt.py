@@ -260,6 +260,7 @@ def test_signals_at_random_moments_leave_nothing_behind(project):
     spec = sweep_project(project)
     pristine = prepared(project, spec)
     chance = random.Random(13)
+    took_s: list[float] = []
     for trial in range(TRIALS):
         sig = chance.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
         moment = chance.choice(list(MOMENTS))
@@ -270,5 +271,8 @@ def test_signals_at_random_moments_leave_nothing_behind(project):
             continue
         assert_clean(project, pristine, proc, output, sig)
         assert took < 45, f"trial {trial}: cleanup took {took:.1f} s"
-        shutil.rmtree(project / "orch.db", ignore_errors=True)
+        took_s.append(took)
         (project / "orch.db").unlink(missing_ok=True)
+    # the figures for the record (`pytest -s`): how many trials a signal cut, and how long they took to exit
+    print(f"\n{len(took_s)} of {TRIALS} trials interrupted, all clean; signal to exit: "
+          f"median {sorted(took_s)[len(took_s) // 2]:.2f} s, max {max(took_s):.2f} s" if took_s else "no trial interrupted")
