@@ -126,6 +126,9 @@ async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, sto
             _record_retry(store, entry, outcome, session.host.name)
             if retry is None:
                 outcomes.append((entry.order, outcome))
+        except OrchError as exc:  # before the plan became a run (its render, its env): its outcome, its exit code
+            outcomes.append((entry.order, Outcome(None, "-", entry.plan.variant, session.host.name, FAILED,
+                                                  error=str(exc), evidence=exc.evidence, exit_code=exc.exit_code)))
         finally:
             await queue.done(slots, lease, retry)
 
