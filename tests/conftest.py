@@ -94,6 +94,10 @@ SLOW_CASES = {
     "tests/test_flags.py::test_scan_of_real_wheels[0.5.17]",
     "tests/test_versions.py::test_demo_target_on_each_release",
     "tests/test_faults.py::test_link_cut_while_the_server_starts_reconnects_and_the_run_succeeds",
+    "tests/test_properties.py::test_loaders_give_a_result_or_an_orch_error[experiment_structures]",
+    "tests/test_crash.py::test_sigkill_at_a_stage_boundary_then_next_command_restores_everything[local-story-source4-run]",
+    "tests/test_flags.py::test_scan_of_real_wheels[0.5.9]",
+    "tests/test_resume.py::test_resume_runs_exactly_the_failed_then_the_changed_plan",
 }
 
 
