@@ -151,7 +151,6 @@ class Engine(ABC):
 
     name: str  # as the experiment names it: `engine: sglang`
     package: str  # its Python package on a host
-    default_template: Path  # the launch template an experiment gets when it names none
     health_path: str  # answers 200 once the server serves
     metrics: tuple[MetricInfo, ...]  # shown by `orch ls` and the run summary, headline first
     log_tail_size: int = 4 << 20  # the end of the log that holds its failure signatures

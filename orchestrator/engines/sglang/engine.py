@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from orchestrator.engines.finding import Finding
     from orchestrator.host.session import HostSession
 
-TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
 
 # meta_info's histogram of correct drafts per verify step: 0.5.23 `spec_correct_drafts_histogram`
 # (batch_result_processor.py: one count per verify step of every EAGLE request, at the index of the
@@ -39,7 +38,6 @@ STATE_ENDPOINTS = ("/server_info", "/get_server_info")  # 0.5.9+, older
 class SglangEngine(Engine):
     name = "sglang"
     package = PACKAGE
-    default_template = TEMPLATES / "sglang_launch.sh.j2"
     health_path = "/health_generate"
     metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("output_tok_s", "tok/s", 1))
     log_tail_size = logs.TAIL_SIZE

@@ -20,13 +20,10 @@ if TYPE_CHECKING:
     from orchestrator.engines.finding import Finding
     from orchestrator.host.session import HostSession
 
-TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
-
 
 class VllmEngine(Engine):
     name = "vllm"
     package = hostside.PACKAGE
-    default_template = TEMPLATES / "vllm_launch.sh.j2"
     health_path = "/health"  # 200 once the API server serves (0.10.1.1 api_server.py:446)
     metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("draft_accept_rate", "draft acc", 3))
     log_tail_size = logs.TAIL_SIZE
