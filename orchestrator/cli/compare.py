@@ -1,0 +1,116 @@
+"""`orch compare`: which configuration of an experiment wins, and which others are within noise."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Optional
+
+import typer
+
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.core import compare as comparing
+from orchestrator.errors import SpecError
+from . import _store, app, dumps, ui
+
+WHERE_HELP = "Only runs whose param has this value: key=value (a number or true/false as `--set` reads it). Repeatable."
+
+
+def parse_where(items: list[str], option: str = "--where") -> dict[str, Any]:
+    from orchestrator.core.spec import literal
+
+    where: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(f"{option} {item!r}: expected key=value, e.g. {option} speculative_num_steps=3")
+        where[key.strip()] = literal(value.strip())
+    return where
+
+
+def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The experiment's succeeded runs matching `where`, and the count of runs left out per other status."""
+    from orchestrator.store import queries
+    from orchestrator.store.database import SUCCEEDED
+
+    counts = queries.status_counts(store, experiment)
+    if not counts:
+        known = queries.experiments(store)
+        raise SpecError(f"no experiment {experiment!r} in {store.url}{comparing.did_you_mean(experiment, known)}"
+                        f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
+    runs = queries.comparable_runs(store, experiment)
+    comparing.check_keys(where, {k for r in runs for k in r["params"]}, f"of {experiment!r}")
+    chosen = [r for r in runs if comparing.matches(r["params"], where)]
+    left_out = {s: n for s, n in counts.items() if s != SUCCEEDED and n}
+    if where:
+        left_out["not matching --where"] = len(runs) - len(chosen)
+    return chosen, left_out
+
+
+@app.command("compare")
+def compare_command(
+    experiment: str = typer.Argument(..., metavar="EXPERIMENT"),
+    where: list[str] = typer.Option([], "--where", help=WHERE_HELP),
+    by: str = typer.Option("accept_len", "--by", help="The metric that ranks configurations (lower-is-better for durations)."),
+    as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv"),
+) -> None:
+    """One row per configuration of an experiment, repeats aggregated (n, median, min-max), the best marked."""
+    from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
+
+    if as_json and as_csv:
+        raise SpecError("--json and --csv: give one of them")
+    runs, left_out = load(_store(), experiment, parse_where(where))
+    if not runs:
+        raise SpecError(f"experiment {experiment!r} has no succeeded run{' matching --where' if where else ''} "
+                        f"to compare ({_left_out(left_out)}); see `orch ls -e {experiment}`")
+    result = comparing.compare(experiment, runs, left_out, by, HOST_SPECIFIC_PARAMS)
+    if as_json:
+        ui.raw(dumps(comparing.as_json(result)) + "\n")
+    elif as_csv:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(comparing.csv_rows(result))
+        ui.raw(out.getvalue())
+    else:
+        table(result, len(runs))
+
+
+def table(c: comparing.Comparison, counted: int) -> None:
+    direction = "lower is better" if comparing.lower_is_better(c.by) else "higher is better"
+    ui.console.print(f"[bold]{escape(c.experiment)}[/]: {counted} succeeded run(s) in {len(c.groups)} configuration(s)"
+                     f"; left out: {_left_out(c.left_out)}", soft_wrap=True)
+    if c.constant:
+        ui.console.print("constant: " + escape(", ".join(f"{k}={ui.fmt(v)}" for k, v in c.constant.items())),
+                         soft_wrap=True)
+    if c.steady:
+        ui.console.print("same in every run: " + ", ".join(f"{m}={ui.fmt(v)}" for m, v in c.steady.items()),
+                         soft_wrap=True)
+    shown = [m for m in c.metrics if m not in c.steady]
+    grid = Table(title=f"by {c.by} ({direction}): median (min-max) over n runs", title_justify="left")
+    for column in ("", *c.varying, "n", *shown):
+        grid.add_column(column)
+    for g in c.groups:
+        cells = [_stat(g.stat(m)) for m in shown]
+        style = {"best": "[bold green]best[/]", "within noise": "[yellow]within noise[/]"}.get(g.mark, "")
+        grid.add_row(style, *(escape(ui.fmt(comparing.cell(g, k))) for k in c.varying), str(len(g.run_ids)), *cells)
+    ui.console.print(grid)
+    best = c.groups[0]
+    if best.mark:
+        named = ", ".join(f"{k}={ui.fmt(comparing.cell(best, k))}" for k in c.varying) or "the only configuration"
+        noise = sum(g.mark == comparing.NOISE for g in c.groups)
+        ui.console.print(f"best by {c.by}: {escape(named)} (runs {', '.join(map(str, best.run_ids))}); "
+                         f"{noise} other configuration(s) within noise", soft_wrap=True)
+
+
+def _stat(s: comparing.Stat | None) -> str:
+    if s is None:
+        return "-"
+    if s.low == s.high:
+        return ui.fmt(s.median)
+    return f"{ui.fmt(s.median)} ({ui.fmt(s.low)}-{ui.fmt(s.high)})"
+
+
+def _left_out(left_out: dict[str, int]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in left_out.items()) or "none"

@@ -1,0 +1,209 @@
+"""Runs of an experiment -> one row per configuration, repeats aggregated, best row and noise marked.
+
+A configuration is a run's params, host-specific ones left out, and its patch set. Host-specific
+are the params the caller names (a port, a GPU slot) and every param the experiment writes with a
+`{{ host.* }}` reference (a path on the host): they differ per host, not per configuration.
+The patch set is each applied patch's name and the hash of the file after it, so an edited patch
+is another configuration even under the same name.
+
+Per configuration and numeric metric: n, median, min and max over its runs.
+
+Direction: a metric is better lower when its name says it is a duration (`_s`, `_ms`, `_us` at the
+end, or latency / ttft / tpot / itl / startup in it) and not a rate (`tok_s`, `req_s`, `_per_s`,
+throughput); every other metric (accept length, tokens/s, acceptance rates) is better higher.
+
+Noise: a row is "within noise" of the best when their min–max ranges over repeats overlap: the best
+repeat of the worse row reaches the worst repeat of the better one, so one more repeat could swap
+them. With one run per side there is no spread to measure and only an equal value overlaps; the
+table shows n so a reader sees it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import SpecError
+
+HEADLINE = ("accept_len", "output_tok_s")  # shown first, in this order, when present
+BEST, NOISE = "best", "within noise"
+_RATE = re.compile(r"(tok_s|req_s|_per_s|throughput)")
+_DURATION = re.compile(r"(_s|_ms|_us)$|latency|ttft|tpot|itl|startup")
+
+
+def lower_is_better(metric: str) -> bool:
+    return not _RATE.search(metric) and bool(_DURATION.search(metric))
+
+
+@dataclass(frozen=True)
+class Stat:
+    n: int
+    median: float
+    low: float
+    high: float
+
+    def overlaps(self, other: Stat) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def as_json(self) -> dict[str, Any]:
+        return {"n": self.n, "median": self.median, "min": self.low, "max": self.high}
+
+
+def stat(values: list[float]) -> Stat | None:
+    if not values:
+        return None
+    return Stat(len(values), statistics.median(values), min(values), max(values))
+
+
+@dataclass
+class Group:
+    """One configuration: its params (host-specific ones left out), patch set, runs and metrics."""
+
+    params: dict[str, Any]
+    patches: tuple[str, ...]
+    variants: list[str] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=dict)
+    mark: str = ""
+
+    def stat(self, metric: str) -> Stat | None:
+        return stat(self.values.get(metric, []))
+
+
+@dataclass
+class Comparison:
+    experiment: str
+    by: str
+    groups: list[Group]  # sorted, best first
+    constant: dict[str, Any]  # params equal in every configuration
+    steady: dict[str, float]  # metrics with one value in every run (e.g. the workload's request count)
+    varying: list[str]  # params that tell configurations apart (plus `variant`, `patches` when they do)
+    metrics: list[str]
+    left_out: dict[str, int]  # status -> runs not counted (every status but succeeded)
+
+
+def host_written(spec: dict[str, Any], variant: str) -> set[str]:
+    """The params the experiment writes with a `{{ host.* }}` reference (in its params or the variant's)."""
+    written = dict(spec.get("params") or {})
+    written.update(((spec.get("variants") or {}).get(variant) or {}).get("params") or {})
+    return {k for k, v in written.items() if isinstance(v, str) and re.search(r"\{\{[^}]*\bhost\.", v)}
+
+
+def matches(params: dict[str, Any], where: dict[str, Any]) -> bool:
+    """Every `--where` condition holds: the param equals the value as `--set` reads it, or as text."""
+    return all(k in params and (params[k] == v or _text(params[k]) == _text(v)) for k, v in where.items())
+
+
+def check_keys(where: dict[str, Any], known: set[str], what: str) -> None:
+    for key in where:
+        if key not in known:
+            raise SpecError(f"--where {key}: no run {what} has a param {key!r}{did_you_mean(key, known)}")
+
+
+def did_you_mean(name: str, known: Any) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def group(runs: list[dict[str, Any]], host_specific: frozenset[str]) -> list[Group]:
+    """Succeeded runs (plain dicts: id, variant, params, spec, patches [(name, sha)], metrics) -> groups."""
+    found: dict[str, Group] = {}
+    for run in runs:
+        leave = host_specific | host_written(run.get("spec") or {}, run["variant"])
+        params = {k: v for k, v in run["params"].items() if k not in leave}
+        patches = tuple(name for name, _ in run["patches"])
+        key = json.dumps([params, sorted(run["patches"])], sort_keys=True, default=str)
+        g = found.setdefault(key, Group(params, patches))
+        g.run_ids.append(run["id"])
+        if run["variant"] not in g.variants:
+            g.variants.append(run["variant"])
+        for name, value in run["metrics"].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                g.values.setdefault(name, []).append(float(value))
+    return list(found.values())
+
+
+def compare(experiment: str, runs: list[dict[str, Any]], left_out: dict[str, int], by: str,
+            host_specific: frozenset[str]) -> Comparison:
+    groups = group(runs, host_specific)
+    metrics = metric_order({m for g in groups for m in g.values}, by)
+    if by not in metrics:
+        raise SpecError(f"--by {by}: no succeeded run of {experiment!r} has that metric"
+                        f"{did_you_mean(by, metrics)}; known: {', '.join(metrics) or 'none'}")
+    groups = rank(groups, by)
+    names = list(dict.fromkeys(k for g in groups for k in g.params))
+    varying = [k for k in names if len({_text(g.params.get(k)) for g in groups}) > 1]
+    constant = {k: groups[0].params.get(k) for k in names if k not in varying}
+    for label in ("variant", "patches"):
+        if len({cell(g, label) for g in groups}) > 1:
+            varying.append(label)
+        else:
+            constant[label] = cell(groups[0], label)
+    steady = {m: v[0] for m in metrics if m != by and len(v := sorted({x for g in groups for x in g.values.get(m, [])})) == 1
+              and all(m in g.values for g in groups)}
+    return Comparison(experiment, by, groups, constant, steady, varying, metrics, left_out)
+
+
+def metric_order(names: set[str], by: str) -> list[str]:
+    first = [m for m in (by, *HEADLINE) if m in names]
+    return list(dict.fromkeys(first + sorted(names)))
+
+
+def rank(groups: list[Group], by: str) -> list[Group]:
+    """Best first by the median of `by` (groups without it last); marks the best and those within noise."""
+    lower = lower_is_better(by)
+
+    def order(g: Group) -> tuple[int, float]:
+        s = g.stat(by)
+        if s is None:
+            return (1, 0.0)
+        return (0, s.median if lower else -s.median)
+
+    ranked = sorted(groups, key=order)
+    best = ranked[0].stat(by) if ranked else None
+    if best is None:
+        return ranked
+    ranked[0].mark = BEST
+    for g in ranked[1:]:
+        s = g.stat(by)
+        g.mark = NOISE if s is not None and s.overlaps(best) else ""
+    return ranked
+
+
+def cell(g: Group, name: str) -> Any:
+    """A varying column's value in one group."""
+    if name == "variant":
+        return ", ".join(g.variants)
+    if name == "patches":
+        return "+".join(g.patches)
+    return g.params.get(name)
+
+
+def as_json(c: Comparison) -> dict[str, Any]:
+    return {
+        "experiment": c.experiment, "by": c.by, "lower_is_better": lower_is_better(c.by),
+        "constant": c.constant, "steady_metrics": c.steady, "varying": c.varying, "left_out": c.left_out,
+        "rows": [{"mark": g.mark or None, "params": g.params, "variants": g.variants, "patches": list(g.patches),
+                  "runs": g.run_ids, "n": len(g.run_ids),
+                  "metrics": {m: s.as_json() for m in c.metrics if (s := g.stat(m)) is not None}}
+                 for g in c.groups],
+    }
+
+
+def csv_rows(c: Comparison) -> list[list[Any]]:
+    """A header and one row per configuration: mark, the varying columns, n, runs, then median/min/max per metric."""
+    header = ["mark", *c.varying, "n", "runs", *(f"{m}_{part}" for m in c.metrics for part in ("median", "min", "max"))]
+    rows: list[list[Any]] = [header]
+    for g in c.groups:
+        stats = [g.stat(m) for m in c.metrics]
+        rows.append([g.mark, *(cell(g, k) for k in c.varying), len(g.run_ids), " ".join(map(str, g.run_ids)),
+                     *(x for s in stats for x in ((s.median, s.low, s.high) if s else ("", "", "")))])
+    return rows
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)

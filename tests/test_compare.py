@@ -1,0 +1,127 @@
+"""`orch compare`: runs written through the real Store into a real SQLite file, grouped into
+configurations, repeats aggregated, the best row and the rows within noise marked."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from orchestrator.core import compare
+from orchestrator.store import queries
+from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, MetricRow, PatchRow, Run, Store
+
+SPEC = {"params": {"model_path": "{{ host.rehearsal }}/target", "steps": 3}, "variants": {"fixed": {}, "other": {}}}
+
+
+def make_run(store, n, *, steps, tok_s, accept, host="a", port=30000, status=SUCCEEDED, variant="fixed",
+             patch_sha="b" * 64, experiment="sweep"):
+    run = Run(uid=f"2026-{experiment}-{n}", experiment=experiment, variant=variant, host=host, status=status,
+              spec=SPEC, params={"model_path": f"/{host}/target", "steps": steps, "topk": 1, "port": port,
+                                 "gpus": f"{n % 2}"})
+    store.add(run)
+    store.add(MetricRow(run_id=run.id, name="accept_len", value=accept, source="meta_info"),
+              MetricRow(run_id=run.id, name="accept_len", value=None, source="decode_log"),
+              MetricRow(run_id=run.id, name="output_tok_s", value=tok_s, source="orch"),
+              MetricRow(run_id=run.id, name="startup_s", value=10.0 + n, source="orch"),
+              MetricRow(run_id=run.id, name="requests", value=16, source="orch"),
+              PatchRow(run_id=run.id, seq=1, name="fix", target="engine:x.py", file="/x.py", sha256_before="a" * 64,
+                       sha256_after=patch_sha, state="reverted"))
+    return run
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """steps 3: accept 2.0-2.2 (3 repeats, two hosts and ports); steps 5: 2.8-3.0; steps 7: 2.9 alone;
+    one failed and one interrupted run that do not count. Read only: one file for the module's tests."""
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp('compare') / 'orch.db'}")
+    rows = [(3, 2.0, 100), (3, 2.2, 160), (5, 3.0, 150), (5, 2.8, 80), (3, 2.1, 120), (7, 2.9, 80)]
+    for n, (steps, accept, tok_s) in enumerate(rows):
+        make_run(store, n, steps=steps, accept=accept, tok_s=tok_s, host="ab"[n % 2], port=30000 + n)
+    make_run(store, 6, steps=9, accept=9.0, tok_s=999, status=FAILED)
+    make_run(store, 7, steps=9, accept=9.0, tok_s=999, status=INTERRUPTED)
+    return store
+
+
+def comparison(store, by="accept_len", where=None):
+    runs = [r for r in queries.comparable_runs(store, "sweep") if compare.matches(r["params"], where or {})]
+    return compare.compare("sweep", runs, {}, by, frozenset({"port", "gpus"}))
+
+
+def test_repeats_are_one_row_each_with_median_and_spread_best_first(store):
+    c = comparison(store)
+    assert [g.params["steps"] for g in c.groups] == [5, 7, 3]
+    five, seven, three = c.groups
+    assert five.stat("accept_len") == compare.Stat(2, 2.9, 2.8, 3.0)
+    assert three.stat("accept_len") == compare.Stat(3, 2.1, 2.0, 2.2) and len(three.run_ids) == 3
+    # the best row, one inside its spread (2.9 within 2.8-3.0), one outside it
+    assert [g.mark for g in c.groups] == [compare.BEST, compare.NOISE, ""]
+    # host-specific params (port, gpus) and the param written with a host reference do not split groups
+    assert c.varying == ["steps"] and c.constant == {"topk": 1, "variant": "fixed", "patches": "fix"}
+    assert c.steady == {"requests": 16.0}
+    assert c.metrics[:2] == ["accept_len", "output_tok_s"]
+
+
+def test_lower_is_better_metrics_rank_ascending(store):
+    assert compare.lower_is_better("startup_s") and compare.lower_is_better("ttft_ms")
+    assert not compare.lower_is_better("output_tok_s") and not compare.lower_is_better("accept_len")
+    c = comparison(store, by="startup_s")  # startup 10 + n: steps 3 took 10, 11, 14 s; steps 5 12, 13; steps 7 15
+    assert [(g.params["steps"], g.stat("startup_s").median, g.mark) for g in c.groups] == [
+        (3, 11.0, compare.BEST), (5, 12.5, compare.NOISE), (7, 15.0, "")]
+
+def test_runs_of_another_patch_set_are_another_configuration(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'orch.db'}")
+    make_run(store, 0, steps=3, accept=2.0, tok_s=1)
+    make_run(store, 1, steps=3, accept=2.5, tok_s=1, patch_sha="c" * 64)
+    c = comparison(store)
+    assert len(c.groups) == 2 and [g.mark for g in c.groups] == [compare.BEST, ""]  # one run each: no spread
+
+
+def test_where_keeps_the_matching_configurations(store):
+    c = comparison(store, where={"steps": 3})
+    assert len(c.groups) == 1 and c.groups[0].params["steps"] == 3
+    assert compare.matches({"steps": 3}, {"steps": "3"}) and not compare.matches({"steps": 3}, {"topk": 3})
+
+
+def orch(store, monkeypatch, capsys, *args):
+    """The real `orch` entry point in this process (fast), on the store's database."""
+    from orchestrator.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["orch", "--db", store.url, *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    out = capsys.readouterr()
+    return done.value.code, out.out, out.err
+
+
+def test_compare_command_table_json_and_csv(store, monkeypatch, capsys):
+    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep")
+    assert code == 0
+    assert "6 succeeded run(s) in 3 configuration(s); left out: 1 failed, 1 interrupted" in out
+    assert "best by accept_len: steps=5 (runs 3, 4); 1 other configuration(s) within noise" in out
+    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--by", "output_tok_s", "--json")
+    data = json.loads(out)
+    assert [(r["params"]["steps"], r["mark"]) for r in data["rows"]] == [(3, "best"), (5, "within noise"),
+                                                                       (7, None)]
+    assert data["rows"][0]["metrics"]["output_tok_s"] == {"n": 3, "median": 120.0, "min": 100.0, "max": 160.0}
+    assert data["left_out"] == {"failed": 1, "interrupted": 1}
+    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--csv", "--where", "steps=5")
+    header, row = out.splitlines()
+    assert header.startswith("mark,n,runs,accept_len_median,accept_len_min,accept_len_max,")
+    assert row.startswith("best,2,3 4,2.9,2.8,3.0,")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("compare", "swep"), "no experiment 'swep' in sqlite:///"),
+    (("compare", "sweep", "--by", "accept_length"), "--by accept_length: no succeeded run of 'sweep' has that "
+                                                     "metric; did you mean 'accept_len'?"),
+    (("compare", "sweep", "--where", "step=3"), "--where step: no run of 'sweep' has a param 'step'; did you mean "
+                                                "'steps'?"),
+    (("compare", "sweep", "--where", "steps"), "--where 'steps': expected key=value"),
+])
+def test_bad_compare_input_is_one_line_and_exit_2(store, monkeypatch, capsys, args, message):
+    code, _, err = orch(store, monkeypatch, capsys, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    if args[1] == "swep":
+        assert "did you mean 'sweep'?" in err
