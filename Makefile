@@ -4,7 +4,7 @@ PYTHON  ?= python3
 BIN      = $(VENV)/bin
 ORCH     = $(BIN)/orch
 
-.PHONY: setup system-deps demo test typecheck bench clean
+.PHONY: setup system-deps postgres-deps demo test typecheck bench clean
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,14 @@ system-deps:
 		else echo "note: openssh-server missing and not root; SSH tests will be skipped"; fi; \
 	fi
 
+# The store's tests run a real PostgreSQL server (Debian's postgresql, installed when missing, as root).
+postgres-deps:
+	@if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else echo "note: postgresql missing and not root; PostgreSQL store tests will be skipped"; fi; \
+	fi
+
 demo: setup
 	$(ORCH) run experiments/eagle_debug.yaml
 	$(ORCH) diff
@@ -30,7 +38,7 @@ demo: setup
 typecheck: setup
 	$(BIN)/python -m mypy
 
-test: setup system-deps typecheck
+test: setup system-deps postgres-deps typecheck
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: setup

@@ -82,6 +82,25 @@ def sshd_box(tmp_path: Path):
     running.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server for the session (tests/pg.py), stopped at its end. Skips with the
+    reason where PostgreSQL cannot be had (not root, no apt); as root with apt (CI) a missing one
+    fails, since `make test` installs it."""
+    import shutil
+
+    import pg
+
+    reason = pg.missing()
+    if reason:
+        if os.environ.get("CI") or (os.geteuid() == 0 and shutil.which("apt-get")):
+            pytest.fail(f"{reason}; as root with apt the PostgreSQL tests must run: `make postgres-deps`")
+        pytest.skip(reason)
+    cluster = pg.start()
+    yield cluster
+    cluster.stop()
+
+
 from wheels import sglang_python  # noqa: E402,F401  (fixture: real SGLang wheels in throw-away venvs)
 
 

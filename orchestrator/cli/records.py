@@ -19,16 +19,17 @@ def list_runs(
     status: Optional[str] = typer.Option(None, "--status"),
     limit: int = typer.Option(50, "--limit", "-n"),
     as_json: bool = typer.Option(False, "--json"),
+    mine: bool = typer.Option(False, "--mine", help="Only runs this user made (a team database holds everyone's)."),
 ) -> None:
     """List runs, oldest first (the newest `--limit`)."""
-    from orchestrator.store.database import STATUSES
+    from orchestrator.store.database import STATUSES, current_user
 
     if status is not None and status not in STATUSES:
         raise SpecError(f"--status {status!r} is not a run status; use one of {', '.join(STATUSES)}")
-    rows = _store().runs(experiment, status, limit)
+    rows = _store().runs(experiment, status, limit, user=current_user() if mine else None)
     if as_json:
         ui.raw(dumps([{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
-                       "status": r.status, "flags": r.flags, "started_at": r.started_at, "ended_at": r.ended_at}
+                       "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at, "ended_at": r.ended_at}
                       for r in rows]) + "\n")
     else:
         ui.runs(rows)

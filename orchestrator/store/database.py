@@ -1,16 +1,18 @@
 """The experiment database: SQLModel tables and the queries orch needs.
 
-SQLite file by default (`sqlite:///orch.db`); any SQLAlchemy URL through `--db` / `ORCH_DB`.
+SQLite file by default (`sqlite:///orch.db`); a team's PostgreSQL by `postgresql://user@host/db`
+(the driver comes with `pip install 'orch[postgres]'`); any SQLAlchemy URL through `--db` / `ORCH_DB`.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import zlib
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, LargeBinary, event
+from sqlalchemy import JSON, Column, Index, LargeBinary, event, insert
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
@@ -21,6 +23,16 @@ from orchestrator.errors import StoreError
 
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
+
+
+def current_user() -> str:
+    """Who is making runs: the login name, or the uid where the system has no name for it."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        import os
+
+        return str(os.getuid())
 
 
 class Run(SQLModel, table=True):
@@ -39,7 +51,9 @@ class Run(SQLModel, table=True):
     flags: list = Field(default_factory=list, sa_column=Column(JSON))
     error: str | None = None
     diagnosis: dict | None = Field(default=None, sa_column=Column(JSON))
-    controller: str = ""
+    controller: str = ""  # the controller process, `hostname:pid`: its host is the part before the last colon
+    # who made the run (`orch ls --mine`); nullable: an older orch writing to an upgraded team database leaves it out
+    username: str | None = Field(default_factory=current_user, index=True)
     started_at: str = Field(default_factory=now)
     ended_at: str | None = None
     plan_key: str | None = None  # RunPlan.key; None on runs recorded before runs carried one
@@ -132,7 +146,10 @@ class Store:
         self.url = url
         self.secrets: dict[str, str] = {}  # values hidden from every write (see keep_secret)
         try:
-            self.engine = create_engine(url)
+            self.engine = create_engine(_driver_url(url))
+        except ModuleNotFoundError as exc:
+            raise StoreError(f"cannot open database {url!r}: its driver {exc.name!r} is not installed; "
+                             "pip install 'orch[postgres]' for PostgreSQL") from None
         except Exception as exc:  # bad URL forms raise several SQLAlchemy types
             raise StoreError(f"cannot open database {url!r}: {exc}; set --db or ORCH_DB to a valid URL") from None
         if url.startswith("sqlite"):
@@ -142,7 +159,6 @@ class Store:
         except DatabaseError as exc:  # OperationalError (path, permissions) and "file is not a database"
             raise StoreError(f"cannot open database {url!r}: {exc.orig}; check the path, its folder and that "
                              "it is an orch database") from None
-        _ensure_resume_index(self.engine)
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -162,12 +178,23 @@ class Store:
     # --- writes -----------------------------------------------------------------------------
 
     def add(self, *rows: SQLModel) -> None:
+        """Write rows in one transaction; each gets its id. Nothing is read back: no column has a
+        default the database fills, so the rows already hold what was written."""
         with self.session() as s:
             for row in rows:
                 s.add(self._scrubbed(row))
             s.commit()
-            for row in rows:
-                s.refresh(row)
+
+    def add_children(self, rows: list[SQLModel]) -> None:
+        """Write many rows of a run's child tables (metrics, series, debug lines) at once: one
+        multi-row INSERT per table, in one transaction. The rows do not learn their ids."""
+        tables: dict[type[SQLModel], list[dict[str, Any]]] = {}
+        for row in rows:
+            values = self._scrubbed(row).model_dump(exclude={"id"})
+            tables.setdefault(type(row), []).append(values)
+        with self.engine.begin() as conn:
+            for table, values in tables.items():
+                conn.execute(insert(table), values)
 
     def update_run(self, run: Run, **changes: Any) -> Run:
         with self.session() as s:
@@ -203,13 +230,16 @@ class Store:
 
     # --- reads ------------------------------------------------------------------------------
 
-    def runs(self, experiment: str | None = None, status: str | None = None, limit: int | None = None) -> list[Run]:
+    def runs(self, experiment: str | None = None, status: str | None = None, limit: int | None = None,
+             user: str | None = None) -> list[Run]:
         with self.session() as s:
             query = select(Run).order_by(Run.id.desc())  # type: ignore[union-attr]
             if experiment:
                 query = query.where(Run.experiment == experiment)
             if status:
                 query = query.where(Run.status == status)
+            if user:
+                query = query.where(Run.username == user)
             if limit:
                 query = query.limit(limit)
             return list(reversed(s.exec(query).all()))
@@ -282,6 +312,8 @@ class Store:
             "variant": run.variant,
             "host": run.host,
             "status": run.status,
+            "user": run.username,
+            "controller": run.controller,
             "flags": list(run.flags or []),
             "repeat": run.repeat,
             "params": run.params,
@@ -310,14 +342,13 @@ class Store:
         }
 
 
-def _ensure_resume_index(engine: Any) -> None:
-    """A database made before runs carried a key gets its columns from the schema upgrade; its index here."""
-    index = next(i for i in Run.__table__.indexes if i.name == "ix_run_resume")  # type: ignore[attr-defined]
-    try:
-        index.create(engine, checkfirst=True)
-    except DatabaseError as exc:  # another controller made it between the check and the create
-        if "already exists" not in str(exc.orig).lower():
-            raise
+def _driver_url(url: str) -> str:
+    """`postgresql://` (and `postgres://`) mean the psycopg 3 driver that orch[postgres] installs,
+    not SQLAlchemy's default psycopg2."""
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
 
 
 def dumps(data: Any) -> str:

@@ -74,7 +74,8 @@ def _store_version(engine: Engine) -> None:
 
 
 def _add_missing_columns(engine: Engine) -> None:
-    """Columns the models have and the tables lack, added as nullable columns with their default."""
+    """Columns the models have and the tables lack, added as nullable columns with their default,
+    then the indexes the tables lack (an index on an added column, or one added to the models later)."""
     with engine.begin() as conn:
         have = inspect(conn)
         for table in SQLModel.metadata.sorted_tables:
@@ -86,6 +87,10 @@ def _add_missing_columns(engine: Engine) -> None:
                 default = _literal_default(column)
                 clause = f" DEFAULT {default}" if default is not None else ""
                 conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}{clause}'))
+            indexes = {i["name"] for i in have.get_indexes(table.name)}
+            for index in table.indexes:
+                if index.name not in indexes:
+                    index.create(conn)
 
 
 def _literal_default(column) -> str | None:
