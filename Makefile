@@ -14,12 +14,19 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]' >> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	touch $@
 
-# What the SSH tests need from the system: OpenSSH's server and iproute2 (installed when missing, as root).
+# What the SSH tests need from the system: OpenSSH's server and iproute2; the report's test: Chromium
+# (each installed when missing, as root).
 system-deps:
 	@if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client iproute2 >/dev/null; \
 		else echo "note: openssh-server missing and not root; SSH tests will be skipped"; fi; \
+	fi
+	@# the report's test opens `orch report`'s file in headless Chromium
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+		else echo "note: chromium missing and not root; the report's browser test will be skipped"; fi; \
 	fi
 
 # The store's tests run a real PostgreSQL server (Debian's postgresql, installed when missing, as root).

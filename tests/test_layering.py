@@ -15,6 +15,7 @@ engine *seam*, `engines/__init__.py` is the *registry*, the engine packages `eng
     host      host/                                       errors, core, seam, remote, store
     engines   engines/<name>/                             errors, core, seam, remote, store, host, registry
     run       run/                                        errors, core, seam, remote, store, host, engines
+    report    report/                                     errors, core, seam, store, run
     cli       cli/                                        every layer above but top
     top       __init__.py (the library face), testing.py  every layer but cli
 
@@ -32,7 +33,7 @@ Three rules beside the table:
 (a) `core/` is pure: it imports no orch layer but errors and the registry (no engine, not even the seam) and none of
     asyncio, asyncssh, sqlmodel, sqlalchemy.
 (b) third-party seams: asyncssh only in remote/, sqlmodel and sqlalchemy only in store/, typer and
-    rich only in cli/.
+    rich only in cli/, plotly only in report/.
 (c) nothing outside `engines/` names an engine: its package name in an identifier, an import or a
     string; its endpoints, JSON fields, log lines or programs in a string. Strings are the
     constants that do something: docstrings and other bare string statements are prose and may
@@ -64,14 +65,17 @@ ALLOWED: dict[str, frozenset[str]] = {
     "host": frozenset({"errors", "core", "seam", "remote", "store"}),
     "engines": frozenset({"errors", "core", "seam", "remote", "store", "host", "registry"}),
     "run": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "registry"}),
-    "cli": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "top", "registry"}),
+    "report": frozenset({"errors", "core", "seam", "store", "run"}),
+    "cli": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "top", "registry",
+                      "report"}),
     "top": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "registry"}),
 }
 TYPING_ONLY: dict[str, frozenset[str]] = {"seam": frozenset({"host", "remote"})}  # under `if TYPE_CHECKING:` only
-FOLDERS = {"core", "remote", "store", "host", "run", "cli"}  # a folder that is a layer of its own
+FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli"}  # a folder that is a layer of its own
 
 CORE_FORBIDDEN_LIBRARIES = {"asyncio", "asyncssh", "sqlmodel", "sqlalchemy"}
-LIBRARY_HOMES = {"asyncssh": "remote", "sqlmodel": "store", "sqlalchemy": "store", "typer": "cli", "rich": "cli"}
+LIBRARY_HOMES = {"asyncssh": "remote", "sqlmodel": "store", "sqlalchemy": "store", "typer": "cli", "rich": "cli",
+                 "plotly": "report"}
 
 # What names an engine. Each term is engine knowledge found in engines/sglang or engines/vllm
 # (test_terms_are_engine_knowledge keeps the list honest).

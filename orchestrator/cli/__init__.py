@@ -113,3 +113,4 @@ def main() -> None:
 # Last, so the commands find the app and helpers above. `orch --help` lists commands in the order
 # they register: keep this import order (run first; the `hosts` group is always listed last).
 from . import runs as _runs, records as _records, hosts as _hosts, inputs as _inputs, stop as _stop, compare as _compare  # noqa: F401, I001
+from . import report as _report  # noqa: F401, E402, I001

@@ -1,0 +1,27 @@
+"""`orch report`: one self-contained HTML file about an experiment (orchestrator/report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from . import _store, app, ui
+from orchestrator.errors import SpecError
+
+
+@app.command()
+def report(
+    experiment: str = typer.Argument(..., help="The experiment's name, as `orch ls` shows it."),
+    out: Path = typer.Option(Path("report.html"), "-o", "--output", help="The HTML file to write."),
+) -> None:
+    """An HTML report of an experiment's runs: the configurations compared, their spread over
+    repeats, each metric against each swept param, accept length over time, the Pareto front of
+    throughput and accept length, and each run's patches, flags and debug lines. One file that
+    opens without a network."""
+    from orchestrator import report as reports  # plotly.js is read only here: `orch --help` stays fast
+
+    if out.is_dir() or not out.parent.is_dir():
+        raise SpecError(f"-o {out}: not a file in an existing folder; give a path such as report.html")
+    count = reports.write(_store(), experiment, out)
+    ui.note(f"wrote {out}: {count} runs of {experiment}")

@@ -1,0 +1,24 @@
+"""`orch report`: one self-contained HTML file about an experiment's runs.
+
+data (the runs as plain records and `orch compare`'s comparison of them), figures (Plotly figure
+specs as plain JSON), page (the HTML, every database value escaped, plotly.js inlined).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.store.database import Store
+
+__all__ = ["write"]
+
+
+def write(store: Store, experiment: str, out: Path) -> int:
+    """Write the report of `experiment` from `store` to `out`; the number of runs it covers."""
+    from . import data, page
+
+    found = data.load(store, experiment)
+    out.write_text(page.render(found), encoding="utf-8")
+    return len(found.runs)

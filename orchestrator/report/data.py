@@ -1,0 +1,74 @@
+"""What the report reads: every run of the experiment as a plain record (Store.record), and the
+comparison of its succeeded runs by configuration as `orch compare` makes it (core/compare.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core import compare as comparing
+from orchestrator.engines.base import HEADLINE
+from orchestrator.errors import StoreError
+from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
+from orchestrator.store import queries
+from orchestrator.store.database import SUCCEEDED, Store
+
+
+@dataclass(frozen=True)
+class RunData:
+    record: dict[str, Any]  # Store.record: params, metrics, patches, flags, debug lines, series ...
+
+    @property
+    def id(self) -> int:
+        return int(self.record["id"])
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The numeric metrics (one recorded as absent, as text or as NaN is not a number to plot)."""
+        return {k: float(v) for k, v in self.record["metrics"].items() if _number(v)}
+
+    def headline_series(self) -> list[tuple[int, str | None, float]]:
+        """(index, time, value) of every series point that carries the headline metric (accept length)."""
+        points = [p for p in self.record["series"] if _number(p.get(HEADLINE))]
+        return [(i, p.get("time"), float(p[HEADLINE])) for i, p in enumerate(points)]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    runs: list[RunData]  # every run, whatever its status, oldest first
+    comparison: comparing.Comparison | None  # None when no run succeeded with a numeric metric
+
+    def group_runs(self, group: comparing.Group) -> list[RunData]:
+        by_id = {r.id: r for r in self.runs}
+        return [by_id[i] for i in group.run_ids if i in by_id]
+
+    def label(self, group: comparing.Group) -> str:
+        """`#2 steps=3, topk=4`: the configuration's rank in the comparison and its varying values."""
+        assert self.comparison is not None
+        rank = self.comparison.groups.index(group) + 1
+        cells = ", ".join(f"{k}={comparing.cell(group, k)}" for k in self.comparison.varying)
+        return f"#{rank} {cells}".rstrip()
+
+
+def _number(value: object) -> bool:
+    """A finite int or float (not a bool): what a figure can place."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def load(store: Store, experiment: str) -> Experiment:
+    runs = store.runs(experiment=experiment)
+    if not runs:
+        known = queries.experiments(store)
+        raise StoreError(f"no runs of experiment {experiment!r} in {store.url}{comparing.did_you_mean(experiment, known)}"
+                         f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
+    comparable = queries.comparable_runs(store, experiment)
+    counts = queries.status_counts(store, experiment)
+    metrics = {m for r in comparable for m, v in r["metrics"].items() if _number(v)}
+    comparison = None
+    if metrics:
+        by = HEADLINE if HEADLINE in metrics else sorted(metrics)[0]
+        left_out = {s: n for s, n in counts.items() if s != SUCCEEDED and n}
+        comparison = comparing.compare(experiment, comparable, left_out, by, HOST_SPECIFIC_PARAMS)
+    return Experiment(experiment, [RunData(store.record(run)) for run in runs], comparison)

@@ -1,0 +1,89 @@
+"""orch report's parts on a real SQLite store filled through the real Store: configurations,
+the Pareto front, escaping of database text, and the command's one-line errors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from report_runs import fill
+
+from orchestrator import report
+from orchestrator.report import data, figures, page
+from orchestrator.store.database import Store
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory) -> dict[bool, Store]:
+    """The sweep's store with and without the hostile run, filled once for this file's tests."""
+    folder = tmp_path_factory.mktemp("report")
+    return {hostile: fill(folder / f"o{int(hostile)}.db", hostile) for hostile in (False, True)}
+
+
+def test_configurations_are_orch_compares_with_the_pareto_front(filled):
+    found = data.load(filled[False], "sweep")
+    c = found.comparison
+    assert [len(g.run_ids) for g in c.groups] == [1, 2, 2, 2, 2]  # the repeats' ports differ: one configuration each
+    assert c.varying == ["steps", "topk", "variant", "patches"] and c.constant["model"] == "/m/llama"
+    assert found.label(c.groups[0]) == "#1 steps=3, topk=4, variant=patched, patches=aux-fix"  # the best accept length
+    specs, front = page._figures(found)
+    assert set(specs) == {"spread-accept_len", "spread-output_tok_s", "by-steps", "by-topk", "headline-over-time",
+                          "pareto"}
+    assert front == {1, 2, 4}  # the patched run's accept length, steps=3/topk=4 and steps=1/topk=4 the tok/s
+    assert len(found.runs) == 9 and "accept_rate" not in c.metrics  # recorded as absent: not a number
+
+
+def test_pareto_front_keeps_the_points_nothing_beats_on_both_axes():
+    points = [(1.0, 300.0), (2.0, 250.0), (1.5, 240.0), (3.0, 100.0), (2.0, 250.0)]
+    assert figures.pareto_front(points) == [0, 1, 4, 3]
+
+
+def test_database_text_is_escaped_everywhere(filled, tmp_path):
+    out = tmp_path / "r.html"
+    report.write(filled[True], "sweep", out)
+    page = out.read_text()
+    assert "<script>window.__injected" not in page and '<img src="http' not in page
+    assert page.count("<script") == 3  # plotly.js, the figures' JSON, the drawing code: none from the data
+    assert "&lt;script&gt;window.__injected" in page  # shown as text: in the table, a run's summary, debug lines
+    specs = json.loads(re.search(r'<script type="application/json" id="figures">(.*?)</script>', page, re.S)[1])
+    assert set(specs) == {"spread-accept_len", "spread-output_tok_s", "by-model", "by-steps", "by-topk",
+                          "headline-over-time", "pareto"}
+    names = [t["name"] for t in specs["headline-over-time"]["data"]]
+    assert len(names) == 10 and any("&lt;script&gt;" in n for n in names)  # Plotly renders markup in names
+
+
+def orch(*args: str) -> tuple[object, str]:
+    """`orch ARGS` in this process as the `orch` script runs it: (exit code, stdout + stderr)."""
+    from orchestrator import cli
+
+    out, old_argv = io.StringIO(), sys.argv
+    sys.argv = ["orch", *args]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            cli.main()
+    except SystemExit as exc:
+        return exc.code, out.getvalue()
+    finally:
+        sys.argv = old_argv
+    raise AssertionError("main() returned without an exit code")
+
+
+def test_command_writes_the_file_and_bad_input_is_one_line(filled, tmp_path):
+    db = ["--db", filled[False].url]
+    code, said = orch(*db, "report", "sweep", "-o", str(tmp_path / "r.html"))
+    assert code == 0 and f"wrote {tmp_path / 'r.html'}: 9 runs of sweep" in " ".join(said.split())
+    assert (tmp_path / "r.html").stat().st_size > 4e6  # plotly.js is in the file
+    code, said = orch(*db, "report", "nothing")
+    assert code == 2 and "no runs of experiment 'nothing'" in said and len(said.strip().splitlines()) == 1
+    code, said = orch(*db, "report", "sweep", "-o", str(tmp_path / "no" / "r.html"))
+    assert code == 2 and "not a file in an existing folder" in said and len(said.strip().splitlines()) == 1
+
+
+def test_help_does_not_load_the_report_or_plotly():
+    code = "import sys, orchestrator.cli; print(any(m.startswith(('plotly', 'orchestrator.report')) for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -1,0 +1,145 @@
+"""`orch report`'s file opened in real headless Chromium (Debian's `chromium`, which `make test`
+installs when missing), driven through the DevTools protocol over a pipe (`--remote-debugging-pipe`:
+no port, no client library): no request leaves the page, no console error, every figure drawn,
+a screenshot that is not blank. A control page with an outside image and a thrown error proves the
+harness sees both."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from report_runs import fill
+
+from orchestrator import report
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed and this user cannot install it (`make test` does, as root)")
+
+# Pixel spread of the screenshot, measured in the page itself on a canvas (no image library needed).
+PIXEL_SPREAD = """new Promise(done => { const img = new Image(); img.onload = () => {
+  const c = document.createElement('canvas'); c.width = img.width; c.height = img.height;
+  const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data; let n = 0, s = 0, s2 = 0;
+  for (let i = 0; i < d.length; i += 16) { const v = (d[i] + d[i + 1] + d[i + 2]) / 3; n++; s += v; s2 += v * v; }
+  done(s2 / n - (s / n) ** 2); }; img.src = 'data:image/png;base64,' + SHOT; })"""
+FIGURES_DRAWN = """[...document.querySelectorAll('div.figure')].map(d => [d.id,
+  d.querySelectorAll('svg.main-svg').length, d.querySelectorAll('.trace, .boxlayer path, .point').length])"""
+
+
+def _as_fds_3_and_4(commands: int, answers: int) -> None:
+    """In the child before exec: the pipe ends where Chromium looks for them (copied first, so
+    neither overwrites the other)."""
+    commands, answers = os.dup(commands), os.dup(answers)
+    os.dup2(commands, 3)
+    os.dup2(answers, 4)
+
+
+class Browser:
+    """Headless Chromium driven over its DevTools pipe: fd 3 carries commands in, fd 4 answers out,
+    each message JSON ending in a NUL byte."""
+
+    def __init__(self, profile: Path):
+        to_browser, self._to = os.pipe()
+        self._from, from_browser = os.pipe()
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+             f"--user-data-dir={profile}", "--no-first-run", "--disable-extensions", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update", "--window-size=1280,900",
+             "about:blank"],
+            pass_fds=(3, 4), preexec_fn=lambda: _as_fds_3_and_4(to_browser, from_browser),
+            stdout=subprocess.DEVNULL, stderr=(profile.parent / "chromium.log").open("wb"))
+        os.close(to_browser)
+        os.close(from_browser)
+        self._buffer, self._next, self.events = b"", 0, []
+
+    def call(self, method: str, session: str | None = None, **params):
+        self._next += 1
+        message = {"id": self._next, "method": method, "params": params, **({"sessionId": session} if session else {})}
+        os.write(self._to, json.dumps(message).encode() + b"\0")
+        while True:
+            answer = self._read()
+            if answer.get("id") == self._next:
+                if "error" in answer:
+                    raise AssertionError(f"{method}: {answer['error']}")
+                return answer["result"]
+            self.events.append(answer)
+
+    def _read(self) -> dict:
+        while b"\0" not in self._buffer:
+            chunk = os.read(self._from, 1 << 20)
+            if not chunk:
+                raise AssertionError("chromium closed its DevTools pipe")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def open(self, url: str) -> str:
+        """A new tab showing `url` with network, console and log events on; its session id."""
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Network", "Runtime", "Log", "Page"):
+            self.call(f"{domain}.enable", session)
+        self.call("Page.navigate", session, url=url)
+        return session
+
+    def evaluate(self, session: str, expression: str):
+        result = self.call("Runtime.evaluate", session, expression=expression, awaitPromise=True, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def wait(self, session: str, expression: str, seconds: float = 20):
+        deadline = time.monotonic() + seconds
+        while not self.evaluate(session, expression):
+            assert time.monotonic() < deadline, f"page never reached: {expression}"
+            time.sleep(0.05)
+
+    def seen(self, session: str) -> tuple[list[str], list[str]]:
+        """(URLs requested, console errors and exceptions) by the tab of `session` so far."""
+        mine = [e for e in self.events if e.get("sessionId") == session]
+        requests = [e["params"]["request"]["url"] for e in mine if e["method"] == "Network.requestWillBeSent"]
+        errors = [json.dumps(e["params"])[:300] for e in mine if e["method"] == "Runtime.exceptionThrown"
+                  or e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] == "error"
+                  or e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"]
+        return requests, errors
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_report_opens_offline_with_every_figure_drawn(tmp_path):
+    out = tmp_path / "report.html"
+    report.write(fill(tmp_path / "o.db"), "sweep", out)
+    control = tmp_path / "control.html"
+    control.write_text('<img src="http://example.invalid/x.png"><script>throw new Error("control")</script>')
+    browser = Browser(tmp_path / "profile")
+    try:
+        page = browser.open(out.as_uri())
+        browser.wait(page, "document.readyState === 'complete' && document.querySelectorAll('svg.main-svg').length > 0")
+        drawn = browser.evaluate(page, FIGURES_DRAWN)
+        requests, errors = browser.seen(page)
+        shot = browser.call("Page.captureScreenshot", page, format="png")["data"]
+        browser.call("Network.disable", page)  # the spread check loads the screenshot as a data: URL
+        spread = browser.evaluate(page, PIXEL_SPREAD.replace("SHOT", json.dumps(shot)))
+        injected = browser.evaluate(page, "typeof window.__injected")
+        guard = browser.open(control.as_uri())
+        browser.wait(guard, "document.readyState === 'complete'")
+        control_requests, control_errors = browser.seen(guard)
+    finally:
+        browser.close()
+    assert requests == [out.as_uri()], requests  # the file itself and nothing else
+    assert errors == []
+    assert injected == "undefined"  # the hostile run's markup stayed text
+    assert {name for name, _, _ in drawn} == {"spread-accept_len", "spread-output_tok_s", "by-model", "by-steps",
+                                              "by-topk", "headline-over-time", "pareto"}
+    assert all(svgs >= 1 and marks >= 1 for _, svgs, marks in drawn), drawn
+    assert len(base64.b64decode(shot)) > 10_000 and spread > 100, spread
+    assert "http://example.invalid/x.png" in control_requests and any("control" in e for e in control_errors)
