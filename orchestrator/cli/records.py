@@ -11,28 +11,39 @@ from orchestrator.core import diff as diffs, inventory as inventories
 from . import ui
 from orchestrator.errors import SpecError
 from . import _store, app, dumps, settings
+from .compare import WHERE_HELP, parse_where
 
 
 @app.command("ls")
 def list_runs(
     experiment: Optional[str] = typer.Option(None, "--experiment", "-e"),
     status: Optional[str] = typer.Option(None, "--status"),
+    host: Optional[str] = typer.Option(None, "--host", help="Only runs on this host."),
+    where: list[str] = typer.Option([], "--where", help=WHERE_HELP),
+    sort: Optional[str] = typer.Option(None, "--sort", metavar="METRIC",
+                                       help="Best first by this metric (durations ascending, the rest descending)."),
     limit: int = typer.Option(50, "--limit", "-n"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="With each run's params and metrics."),
+    as_csv: bool = typer.Option(False, "--csv", help="A column per param and per metric."),
     mine: bool = typer.Option(False, "--mine", help="Only runs this user made (a team database holds everyone's)."),
 ) -> None:
-    """List runs, oldest first (the newest `--limit`)."""
-    from orchestrator.store.database import STATUSES, current_user
+    """List runs, oldest first (the newest `--limit`), or best first by `--sort`."""
+    from orchestrator.store.database import current_user
 
-    if status is not None and status not in STATUSES:
-        raise SpecError(f"--status {status!r} is not a run status; use one of {', '.join(STATUSES)}")
-    rows = _store().runs(experiment, status, limit, user=current_user() if mine else None)
+    from . import listing
+
+    if as_json and as_csv:
+        raise SpecError("--json and --csv: give one of them")
+    store = _store()
+    listing.check(store, status, sort)
+    filters = {"experiment": experiment, "status": status, "host": host, "user": current_user() if mine else None}
+    rows, metrics = listing.select(store, filters, parse_where(where), sort, limit)
     if as_json:
-        ui.raw(dumps([{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
-                       "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at, "ended_at": r.ended_at}
-                      for r in rows]) + "\n")
+        ui.raw(dumps(listing.as_json(rows, metrics)) + "\n")
+    elif as_csv:
+        ui.raw(listing.as_csv(rows, metrics))
     else:
-        ui.runs(rows)
+        ui.runs(rows, {sort: {r.id: metrics.get(r.id, {}).get(sort) for r in rows}} if sort else None)
 
 
 @app.command()

@@ -97,12 +97,15 @@ def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
     return tuple(names), {o.run_id: store.get(str(o.run_id)).params for o in outcomes if o.run_id is not None}
 
 
-def runs(rows: list[Run]) -> None:
+def runs(rows: list[Run], metrics: dict[str, dict[Any, Any]] | None = None) -> None:
+    """The runs, with a column per metric in `metrics` (name -> run id -> value)."""
+    metrics = metrics or {}
     table = Table()
-    for column in ("id", "experiment", "variant", "host", "status", "started", "flags"):
+    for column in ("id", "experiment", "variant", "host", "status", *metrics, "started", "flags"):
         table.add_column(column)
     for r in rows:
         table.add_row(str(r.id), r.experiment, r.variant, r.host, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+                      *(fmt(values.get(r.id)) for values in metrics.values()),
                       r.started_at[:19].replace("T", " "), ", ".join(r.flags or []))
     console.print(table)
 

@@ -67,11 +67,13 @@ def run_patches(store: Store, run_ids: list[int]) -> dict[int, list[tuple[str, s
     return found
 
 
-def listed_runs(store: Store, experiment: str | None, status: str | None, host: str | None,
-                limit: int | None) -> list[Run]:
-    """Runs oldest first (the newest `limit` of them when given), filtered by experiment, status, host."""
+def listed_runs(store: Store, experiment: str | None = None, status: str | None = None, host: str | None = None,
+                user: str | None = None, limit: int | None = None) -> list[Run]:
+    """Runs oldest first (the newest `limit` of them when given), filtered by experiment, status,
+    host and the user who made them."""
     query = select(Run).order_by(Run.id.desc())  # type: ignore[union-attr]
-    for column, value in ((Run.experiment, experiment), (Run.status, status), (Run.host, host)):
+    filters = ((Run.experiment, experiment), (Run.status, status), (Run.host, host), (Run.username, user))
+    for column, value in filters:
         if value:
             query = query.where(column == value)
     if limit:

@@ -1,0 +1,86 @@
+"""What `orch ls` lists: runs filtered by experiment, status, host, user and params, sorted by a
+metric, as a table, JSON (with params and metrics) or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from orchestrator.core import compare as comparing
+from orchestrator.errors import SpecError
+
+
+def check(store: Any, status: str | None, sort: str | None) -> None:
+    from orchestrator.store import queries
+    from orchestrator.store.database import STATUSES
+
+    if status is not None and status not in STATUSES:
+        raise SpecError(f"--status {status!r} is not a run status; use one of {', '.join(STATUSES)}"
+                        f"{comparing.did_you_mean(status, STATUSES)}")
+    if sort is not None:
+        known = queries.metric_names(store)
+        if sort not in known:
+            raise SpecError(f"--sort {sort}: no run has that metric{comparing.did_you_mean(sort, known)}; "
+                            f"known: {', '.join(known) or 'none'}")
+
+
+def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str | None,
+           limit: int | None) -> tuple[list[Any], dict[int, dict[str, Any]]]:
+    """The runs to list (oldest first, or best first by `sort`) and their metrics by run id.
+    Without `where` and `sort` the database applies the limit; with them every run of the other
+    filters is read, then matched and sorted here, then cut to the limit."""
+    from orchestrator.store import queries
+
+    rows = queries.listed_runs(store, limit=None if (where or sort) else limit, **filters)
+    if where:
+        comparing.check_keys(where, {k for r in rows for k in (r.params or {})}, "listed")
+        rows = [r for r in rows if comparing.matches(r.params or {}, where)]
+    if not sort:
+        rows = rows[-limit:] if limit and where else rows
+        return rows, queries.run_metrics(store, [r.id for r in rows])
+    metrics = queries.run_metrics(store, [r.id for r in rows])
+    lower = comparing.lower_is_better(sort)
+
+    def order(r: Any) -> tuple[int, float]:
+        value = metrics.get(r.id, {}).get(sort)
+        if not isinstance(value, (int, float)):
+            return (1, 0.0)
+        return (0, value if lower else -value)
+
+    rows = sorted(rows, key=order)[:limit or None]
+    return rows, metrics
+
+
+def as_json(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**identity(r), "params": r.params, "metrics": metrics.get(r.id, {})} for r in rows]
+
+
+def as_csv(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
+    """One line per run: its identity, then a column per param and per metric any listed run has."""
+    params = list(dict.fromkeys(k for r in rows for k in (r.params or {})))
+    names = list(dict.fromkeys(k for r in rows for k in metrics.get(r.id, {})))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    fixed = list(identity(rows[0])) if rows else ["id"]
+    writer.writerow([*fixed, *params, *names])
+    for r in rows:
+        own = metrics.get(r.id, {})
+        values = identity(r)
+        writer.writerow([*(_cell(values[k]) for k in fixed), *(_cell((r.params or {}).get(k)) for k in params),
+                         *(_cell(own.get(k)) for k in names)])
+    return out.getvalue()
+
+
+def identity(r: Any) -> dict[str, Any]:
+    return {"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
+            "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at,
+            "ended_at": r.ended_at}
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return value

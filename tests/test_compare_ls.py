@@ -1,0 +1,67 @@
+"""`orch ls --sort/--host/--where/--csv/--json` on runs written through the real Store into a real SQLite file."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from test_compare import make_run, orch
+from orchestrator.store.database import FAILED, Store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Runs 1-4: steps 3, 5, 3, 7 with accept 2.0, 3.0, 2.2, 2.9, on hosts a, b, a, b; run 5 failed."""
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp('ls') / 'orch.db'}")
+    for n, (steps, accept) in enumerate([(3, 2.0), (5, 3.0), (3, 2.2), (7, 2.9)]):
+        make_run(store, n, steps=steps, accept=accept, tok_s=100 + n, host="ab"[n % 2])
+    make_run(store, 4, steps=9, accept=None, tok_s=None, status=FAILED)
+    return store
+
+
+def ids(out: str) -> list[int]:
+    return [r["id"] for r in json.loads(out)]
+
+
+def test_sort_puts_the_best_first_and_the_limit_keeps_the_best(store, monkeypatch, capsys):
+    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "accept_len", "--json")
+    assert ids(out) == [2, 4, 3, 1, 5]  # the failed run has no accept length: last
+    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "accept_len", "-n", "2", "--json")
+    assert ids(out) == [2, 4]
+    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "startup_s", "--json")  # a duration: ascending
+    assert ids(out) == [1, 2, 3, 4, 5]
+    code, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "accept_len")
+    assert code == 0 and "accept_len" in out.splitlines()[1]
+
+
+def test_host_and_where_filter_and_json_carries_params_and_metrics(store, monkeypatch, capsys):
+    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--host", "b", "--json")
+    assert ids(out) == [2, 4]
+    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--where", "steps=3", "--where", "topk=1", "--json")
+    rows = json.loads(out)
+    assert [r["id"] for r in rows] == [1, 3]
+    assert rows[0]["params"]["steps"] == 3 and rows[0]["metrics"]["accept_len"] == 2.0
+    assert rows[0]["metrics"]["output_tok_s"] == 100.0
+    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--where", "steps=3", "-n", "1", "--json")
+    assert ids(out) == [3]  # the newest of the matching runs
+
+
+def test_csv_has_a_column_per_param_and_metric(store, monkeypatch, capsys):
+    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--csv", "-e", "sweep", "--status", "succeeded")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["id"] for r in rows] == ["1", "2", "3", "4"]
+    assert rows[1]["steps"] == "5" and rows[1]["accept_len"] == "3.0" and rows[1]["host"] == "b"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("ls", "--sort", "accept_length"), "--sort accept_length: no run has that metric; did you mean 'accept_len'?"),
+    (("ls", "--status", "succeded"), "is not a run status; use one of running, succeeded, failed, interrupted; "
+                                     "did you mean 'succeeded'?"),
+    (("ls", "--where", "step=3"), "--where step: no run listed has a param 'step'; did you mean 'steps'?"),
+])
+def test_bad_ls_input_is_one_line_and_exit_2(store, monkeypatch, capsys, args, message):
+    code, _, err = orch(store, monkeypatch, capsys, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
