@@ -1,5 +1,6 @@
 """GPU slots through `orch run` on the local 8-GPU rehearsal host: runs that fit run at once, each
-on its own GPUs and port; runs with another patch set wait for the host to drain."""
+on its own GPUs and port; runs of one patch set share its application (runs of different sets at
+once: test_overlay.py)."""
 
 from __future__ import annotations
 
@@ -50,12 +51,3 @@ def test_two_tp4_runs_share_the_host_on_their_own_gpus_and_ports(project, tmp_pa
     assert all(p["state"] == "reverted" for r in (first, second) for p in r["patches"])
     assert snapshot(sglang_tree(project)) == shipped(tmp_path)
 
-
-def test_a_run_with_another_patch_set_waits_for_the_host_to_drain(project, tmp_path):
-    done = orch(project, "run", str(experiment(project)), "--set", f"port={free_port()}")
-    assert done.returncode == 0, done.stdout + done.stderr
-    story, fixed = runs(project)
-    assert [story["variant"], fixed["variant"]] == ["story", "fixed"]
-    (a_up, a_down), (b_up, b_down) = window(story), window(fixed)
-    assert a_down <= b_up or b_down <= a_up, "runs with different patch sets ran at once"
-    assert snapshot(sglang_tree(project)) == shipped(tmp_path)

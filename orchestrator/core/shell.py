@@ -550,3 +550,21 @@ def gpu_use() -> str:
         "nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits 2>/dev/null"
         f" | sed 's/^/{m} app=/'; true"
     )
+
+
+# -- overlays: a run's own patched copy of a package (`host/overlay.py`) ------------------------
+
+def overlay_packages(site: str, packages: dict[str, str]) -> str:
+    """Under `site`, one tree per package (`site/<name>`) of real folders whose files are symlinks
+    to the installed ones (GNU `cp -rs`): the installed files are only read."""
+    steps = [mkdir(site)]
+    for name, folder in packages.items():
+        steps.append(f"rm -rf -- {path(f'{site}/{name}')} && cp -rs -- {path(folder)} {path(f'{site}/{name}')}")
+    return " && ".join(steps)
+
+
+def unlink_for_copy(*files: str) -> str:
+    """Drop the symlinks of files about to get their own text in an overlay, with their cached
+    bytecode (a symlink to the installed file's), so Python compiles the new text."""
+    return "; ".join([remove_files(*files), *(remove_pycache(f) for f in files)])
+

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from collections.abc import Coroutine
 from typing import Any, cast
 
-from orchestrator.host import lifecycle, occupancy, patchcheck, server
+from orchestrator.host import lifecycle, occupancy, overlay, patchcheck, server
 from . import collect, preflight, sharing, stages, workload
 from .queue import Entry, Queue, check_fits
 from .slots import Lease, Slots, able
@@ -212,17 +212,21 @@ def run_context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, An
     base["checkpoints"] = {c.name: render.render_value(c.dest, base, f"{c.where}: checkpoint dest") for c in spec.checkpoints}
     params = {k: render.render_value(v, {**base, "params": plan.params}, f"{spec.path}: param {k}") for k, v in plan.params.items()}
     env = {**host.env, **{k: specs.resolve_controller_vars(v, f"{spec.path}: env {k}") for k, v in plan.env.items()}}
+    if overlay.PARAM in params:  # an isolated run imports its own patched copy first (`host/overlay.py`)
+        env["PYTHONPATH"] = ":".join(p for p in (params[overlay.PARAM], env.get("PYTHONPATH")) if p)
     return {**params, **base, "params": params, "env": env, "secret_names": (*spec.secrets, *host.secrets)}
 
 
 async def prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[PatchDef, str, bytes, bytes]]:
     """Every patch checked against the host's files before any file changes; patches to the
     same file apply on top of each other, in order. A patch set another run on the host has applied
-    now is that run's, prepared against the original files (`sharing.py`)."""
-    shared = await sharing.prepared_for(session.journal, plan.patches)
+    now is that run's, prepared against the original files (`sharing.py`). An isolated run's
+    patches apply to the original text too, whatever set is applied in place now (`sharing.originals`)."""
+    isolated = overlay.PARAM in plan.params
+    shared = None if isolated else await sharing.prepared_for(session.journal, plan.patches)
     if shared is not None:
         return shared
-    current: dict[str, bytes] = {}
+    current: dict[str, bytes] = await sharing.originals(session) if isolated else {}
     prepared = []
     for patch in plan.patches:
         file = await session.resolve(patch)

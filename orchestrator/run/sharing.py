@@ -1,7 +1,9 @@
 """One patch set applied once for every run that runs with it on a host at once.
 
-GPU slots (`slots.py`) let runs share a host only when their patch sets are identical, so they all
-import the same patched files. Applying the set once per run would patch patched files (an
+GPU slots (`slots.py`) let runs that patch the installed files share a host only when their patch
+sets are identical, so they all import the same patched files (a run with another set gets its
+own patched copy instead: `host/overlay.py`, and its copy keeps the original text of the files
+this set patches: `originals`). Applying the set once per run would patch patched files (an
 `insert_after` twice) and the first run's revert would unpatch the files under the runs still going.
 So, per host (its journal):
 
@@ -26,7 +28,9 @@ from orchestrator.core.spec import PatchDef
 from orchestrator.errors import PatchError
 from orchestrator.host.journal import Journal
 from orchestrator.host.patchcheck import Prepared
+from orchestrator.host.session import HostSession
 from orchestrator.store.database import PatchRow, Run
+from . import slots
 from .attempt import Attempt
 
 
@@ -133,7 +137,35 @@ def leave(attempt: Attempt) -> Shared | str | None:
     return shared
 
 
+def used_by(attempt: Attempt, run: Run) -> None:
+    """`run` uses the patched files through the server `attempt`'s run launched (server reuse): its
+    patch states are set with those of the set's other users."""
+    shared = _sets(attempt.session.journal).get(attempt.plan.patches) if attempt.plan.patches else None
+    if shared is not None and (attempt.run.id or 0) in shared.members:
+        shared.users.append(run)
+
+
 def forget(attempt: Attempt, shared: Shared) -> None:
     _sets(attempt.session.journal).pop(shared.patches, None)
     shared.settled.set()
     shared.gone.set()
+
+
+async def originals(session: HostSession) -> dict[str, bytes]:
+    """The original text of each file that the set applied in place on the host now patches (its
+    runs' slots say which set): what an isolated run's copy holds for them. Read first, then taken
+    from the set's prepared texts if it has begun writing by then (its holder prepared them from the
+    files before writing any): no await comes between that check and the answer."""
+    patches = slots.in_place(session.host.name)
+    files = list(dict.fromkeys([await session.resolve(p) for p in patches]))
+    texts = {}
+    for file in files:
+        try:
+            texts[file] = await session.conn.read_file(file)
+        except FileNotFoundError:
+            continue  # its run fails to prepare that patch: it never writes there
+    shared = _sets(session.journal).get(patches) if patches else None
+    if shared is not None:
+        for _, file, before, _ in reversed(shared.prepared):  # the first patch of a file saw its original
+            texts[file] = before
+    return texts

@@ -4,15 +4,17 @@ in order (see `attempt.Stage`)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core import patching
 from orchestrator.core.spec import Spec
-from orchestrator.host import checkpoint, server
-from orchestrator.host.journal import APPLIED, DRIFTED
+from orchestrator.host import checkpoint, overlay, server
+from orchestrator.host.journal import APPLIED, DRIFTED, REVERTED
 from orchestrator.host.patchcheck import Prepared
-from orchestrator.store.database import CheckpointRow, PatchRow
-from . import sharing
+from orchestrator.store.database import CheckpointRow, PatchRow, Run
+from . import sharing, slots
 from .attempt import Attempt
 
 
@@ -43,7 +45,10 @@ async def local_checkpoints(spec: Spec, context: dict[str, Any]) -> dict[str, Pa
 
 async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
     """Each prepared patch applied, its journal record written before the file changes; nothing
-    written when another run on the host has the same patch set applied (`sharing.py`)."""
+    written when another run on the host has the same patch set applied (`sharing.py`); an
+    isolated run's go to its own copy of their packages instead (`slots.py`)."""
+    if overlay.PARAM in attempt.context["params"]:
+        return await _patch_a_copy(attempt, prepared)
     if await sharing.join(attempt):
         return
     shared = sharing.begin(attempt, prepared)
@@ -62,6 +67,37 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
         raise
     finally:
         sharing.settle(shared, rows)
+
+
+async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
+    """The run's own copy of the packages its patches (and the set applied in place now) touch,
+    holding its patched text and the original text of that set's files (`host/overlay.py`)."""
+    session, store, run = attempt.session, attempt.store, attempt.run
+    site = attempt.context["params"][overlay.PARAM]
+    texts = await sharing.originals(session)  # resolves the in-place set's targets: their packages are known
+    for _, file, _, after in prepared:
+        texts[file] = after  # prepared from the original text (`execute.prepare_patches`)
+    names = {overlay.package_of(p) for p in (*attempt.plan.patches, *slots.in_place(session.host.name))}
+    packages = {name: session.packages[name] for name in sorted(n for n in names if n)}
+    copy = await overlay.build(session.conn, site, packages, texts)
+    for seq, (patch, file, before, after) in enumerate(prepared, 1):
+        store.add(PatchRow(run_id=run.id, seq=seq, name=patch.name, target=patch.file, file=copy.files[file],
+                           sha256_before=patching.sha256(before), sha256_after=patching.sha256(after), state=APPLIED))
+        attempt.say(f"patched {copy.files[file]} ({patch.name}, own copy)")
+    store.event(run, "isolated", f"patched copy of {', '.join(packages)} at {site}, first on the run's PYTHONPATH; "
+                                 f"installed files untouched")
+
+
+async def _remove_copy(attempt: Attempt, owner: Attempt, users: Sequence[Run]) -> list[str]:
+    """An isolated run's revert: its copy removed (the installed files never changed)."""
+    site = owner.context["params"][overlay.PARAM]
+    await overlay.remove(attempt.session.conn, site)
+    rows = attempt.store.children(owner.run, PatchRow)
+    for user in users:
+        attempt.store.set_patch_states(user, {row.seq: REVERTED for row in rows})
+    attempt.store.event(attempt.run, "copy-removed", f"its patched copy {site} removed; installed files untouched")
+    attempt.say(f"removed the patched copy {site}")
+    return []
 
 
 async def stop(attempt: Attempt, srv: server.Server | None) -> bytes:
@@ -83,6 +119,8 @@ async def revert_patches(attempt: Attempt) -> list[str]:
     """Revert this run's patches (those of its patch set, when it is the last run of a shared set;
     none while others of the set still run). Returns the files that changed under us and were left alone (drifted)."""
     host, store, run = attempt.session.host.name, attempt.store, attempt.run
+    if overlay.PARAM in attempt.context["params"]:
+        return await _remove_copy(attempt, attempt, [run])
     shared = sharing.leave(attempt)
     if shared == sharing.KEPT:
         store.event(run, "patches-kept", "left applied: another run on the host runs with the same patch set")
