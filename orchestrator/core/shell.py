@@ -567,4 +567,3 @@ def unlink_for_copy(*files: str) -> str:
     """Drop the symlinks of files about to get their own text in an overlay, with their cached
     bytecode (a symlink to the installed file's), so Python compiles the new text."""
     return "; ".join([remove_files(*files), *(remove_pycache(f) for f in files)])
-
