@@ -41,12 +41,17 @@ def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[
         raise SpecError(f"no experiment {experiment!r} in {store.url}{comparing.did_you_mean(experiment, known)}"
                         f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
     runs = queries.comparable_runs(store, experiment)
-    comparing.check_keys(where, {k for r in runs for k in r["params"]}, f"of {experiment!r}")
-    chosen = [r for r in runs if comparing.matches(r["params"], where)]
+    comparing.check_keys(where, {k for r in runs for k in view(r)}, f"of {experiment!r}")
+    chosen = [r for r in runs if comparing.matches(view(r), where)]
     left_out = {s: n for s, n in counts.items() if s != SUCCEEDED and n}
     if where:
         left_out["not matching --where"] = len(runs) - len(chosen)
     return chosen, left_out
+
+
+def view(run: dict[str, Any]) -> dict[str, Any]:
+    """What `--where` matches: the run's params, and its variant (unless a param has that name)."""
+    return {"variant": run["variant"], **run["params"]}
 
 
 @app.command("compare")
@@ -102,6 +107,50 @@ def table(c: comparing.Comparison, counted: int) -> None:
         noise = sum(g.mark == comparing.NOISE for g in c.groups)
         ui.console.print(f"best by {c.by}: {escape(named)} (runs {', '.join(map(str, best.run_ids))}); "
                          f"{noise} other configuration(s) within noise", soft_wrap=True)
+
+
+def diff_configurations(experiment: str, where_items: list[str], vs_items: list[str], as_json: bool) -> None:
+    """`orch diff EXPERIMENT --where ... --vs ...`: side A matches --where, side B the same with --vs
+    changing (or adding) conditions; each side must be one configuration."""
+    from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
+
+    where, vs = parse_where(where_items), parse_where(vs_items, "--vs")
+    every, _ = load(_store(), experiment, {})
+    known = {k for r in every for k in view(r)}
+    for option, conditions in (("--where", where), ("--vs", vs)):
+        comparing.check_keys(conditions, known, f"of {experiment!r}", option)
+    sides = []
+    for side, conditions in (("A", where), ("B", {**where, **vs})):
+        chosen = [r for r in every if comparing.matches(view(r), conditions)]
+        sides.append(comparing.one_configuration(comparing.group(chosen, HOST_SPECIFIC_PARAMS), side, conditions))
+    a, b = sides
+    rows = comparing.side_by_side(a, b)
+    if as_json:
+        ui.raw(dumps(comparing.side_by_side_json(a, b, rows)) + "\n")
+        return
+    data = comparing.side_by_side_json(a, b, rows)
+    for side, g in (("A", a), ("B", b)):
+        ui.console.print(f"[bold]{side}[/]: {escape(', '.join(g.variants))}, runs {', '.join(map(str, g.run_ids))}",
+                         soft_wrap=True)
+    params = Table(title="params", title_justify="left")
+    for column in ("param", "A", "B"):
+        params.add_column(column)
+    for key, pair in data["params"].items():
+        params.add_row(escape(key), escape(ui.fmt(pair["a"])), escape(ui.fmt(pair["b"])))
+    if a.patches != b.patches:
+        params.add_row("patches", escape("+".join(a.patches)), escape("+".join(b.patches)))
+    ui.console.print(params)
+    grid = Table(title="metrics: median (min-max) over n runs; noise when the ranges overlap", title_justify="left")
+    for column in ("metric", "A", "B", "delta", ""):
+        grid.add_column(column)
+    for r in rows:
+        grid.add_row(r.metric, _side(r.a), _side(r.b), "-" if r.delta is None else f"{r.delta:+.3g}",
+                     "[yellow]noise[/]" if r.noise else "")
+    ui.console.print(grid)
+
+
+def _side(s: comparing.Stat | None) -> str:
+    return "-" if s is None else f"{_stat(s)} n={s.n}"
 
 
 def _stat(s: comparing.Stat | None) -> str:

@@ -34,8 +34,8 @@ def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str
 
     rows = queries.listed_runs(store, limit=None if (where or sort) else limit, **filters)
     if where:
-        comparing.check_keys(where, {k for r in rows for k in (r.params or {})}, "listed")
-        rows = [r for r in rows if comparing.matches(r.params or {}, where)]
+        comparing.check_keys(where, {k for r in rows for k in _view(r)}, "listed")
+        rows = [r for r in rows if comparing.matches(_view(r), where)]
     if not sort:
         rows = rows[-limit:] if limit and where else rows
         return rows, queries.run_metrics(store, [r.id for r in rows])
@@ -50,6 +50,10 @@ def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str
 
     rows = sorted(rows, key=order)[:limit or None]
     return rows, metrics
+
+
+def _view(r: Any) -> dict[str, Any]:
+    return {"variant": r.variant, **(r.params or {})}
 
 
 def as_json(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -63,8 +63,20 @@ def diff(
     run_b: str = typer.Argument("last", metavar="RUN_B"),
     everything: bool = typer.Option(False, "--all", help="Also show params and debug fields that are equal."),
     as_json: bool = typer.Option(False, "--json"),
+    where: list[str] = typer.Option([], "--where", help="With --vs: side A's conditions, key=value (params or variant)."),
+    vs: list[str] = typer.Option([], "--vs", help="Side B: side A's conditions with these changed, key=value."),
 ) -> None:
-    """Compare two runs: params, env, metrics with deltas, patches, debug fields, launch script."""
+    """Compare two runs: params, env, metrics with deltas, patches, debug fields, launch script.
+    `orch diff EXPERIMENT --where k=v --vs k=w` compares two configurations' repeats instead."""
+    if vs:
+        from .compare import diff_configurations
+
+        if run_b != "last":
+            raise SpecError(f"--vs compares two configurations of one experiment: give only EXPERIMENT, not {run_b!r}")
+        diff_configurations(run_a, where, vs, as_json)
+        return
+    if where:
+        raise SpecError("--where in orch diff names side A of two configurations: give side B with --vs k=v")
     store = _store()
     a, b = store.record(store.get(run_a)), store.record(store.get(run_b))
     rows = diffs.compare(a, b, everything=everything)

@@ -98,10 +98,10 @@ def matches(params: dict[str, Any], where: dict[str, Any]) -> bool:
     return all(k in params and (params[k] == v or _text(params[k]) == _text(v)) for k, v in where.items())
 
 
-def check_keys(where: dict[str, Any], known: set[str], what: str) -> None:
+def check_keys(where: dict[str, Any], known: set[str], what: str, option: str = "--where") -> None:
     for key in where:
         if key not in known:
-            raise SpecError(f"--where {key}: no run {what} has a param {key!r}{did_you_mean(key, known)}")
+            raise SpecError(f"{option} {key}: no run {what} has a param {key!r}{did_you_mean(key, known)}")
 
 
 def did_you_mean(name: str, known: Any) -> str:
@@ -203,6 +203,54 @@ def csv_rows(c: Comparison) -> list[list[Any]]:
         rows.append([g.mark, *(cell(g, k) for k in c.varying), len(g.run_ids), " ".join(map(str, g.run_ids)),
                      *(x for s in stats for x in ((s.median, s.low, s.high) if s else ("", "", "")))])
     return rows
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """One metric of two configurations: each side's spread, the change of the median, noise or not."""
+
+    metric: str
+    a: Stat | None
+    b: Stat | None
+
+    @property
+    def delta(self) -> float | None:
+        return self.b.median - self.a.median if self.a and self.b else None
+
+    @property
+    def noise(self) -> bool:
+        return bool(self.a and self.b and self.a.overlaps(self.b))
+
+
+def one_configuration(groups: list[Group], side: str, where: dict[str, Any]) -> Group:
+    """The single configuration a side of `orch diff --vs` names, or a line saying what to pin."""
+    conditions = " ".join(f"{k}={_text(v)}" for k, v in where.items()) or "no --where"
+    if not groups:
+        raise SpecError(f"diff side {side} ({conditions}): no succeeded run matches; see `orch compare`")
+    if len(groups) > 1:
+        names = list(dict.fromkeys(k for g in groups for k in g.params))
+        loose = [k for k in names if len({_text(g.params.get(k)) for g in groups}) > 1]
+        loose += [k for k in ("variant", "patches") if len({cell(g, k) for g in groups}) > 1]
+        raise SpecError(f"diff side {side} ({conditions}) matches {len(groups)} configurations; pin "
+                        f"{', '.join(loose)} with --where")
+    return groups[0]
+
+
+def side_by_side(a: Group, b: Group) -> list[SideBySide]:
+    names = metric_order(set(a.values) | set(b.values), HEADLINE[0])
+    return [SideBySide(m, a.stat(m), b.stat(m)) for m in names]
+
+
+def side_by_side_json(a: Group, b: Group, rows: list[SideBySide]) -> dict[str, Any]:
+    def side(g: Group) -> dict[str, Any]:
+        return {"params": g.params, "variants": g.variants, "patches": list(g.patches), "runs": g.run_ids}
+
+    keys = list(dict.fromkeys([*a.params, *b.params]))
+    return {"a": side(a), "b": side(b),
+            "params": {k: {"a": a.params.get(k), "b": b.params.get(k)} for k in keys
+                       if _text(a.params.get(k)) != _text(b.params.get(k))},
+            "metrics": {r.metric: {"a": r.a.as_json() if r.a else None, "b": r.b.as_json() if r.b else None,
+                                   "delta": r.delta, "noise": r.noise} for r in rows}}
 
 
 def _text(value: Any) -> str:
