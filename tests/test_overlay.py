@@ -4,6 +4,10 @@ whose patch is not in a package waits for the host to drain (`run/slots.py`)."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+
 import yaml
 
 from conftest import ROOT, free_port
@@ -12,6 +16,8 @@ from test_slots import runs, window
 
 from orchestrator.core.inventory import Host
 from orchestrator.core.spec import PatchDef, RunPlan
+from orchestrator.host import overlay
+from orchestrator.remote.local import LocalConnection
 from orchestrator.run.slots import Slots
 
 ANCHOR = "hidden_states = forward_batch.spec_info.hidden_states"
@@ -74,3 +80,31 @@ def test_a_run_whose_patch_is_outside_any_package_waits_for_the_host_to_drain():
     alone = slots.lease(plan("outside", "/opt/site/config.py"))  # the host drained: it patches in place
     assert alone is not None and not alone.isolated
     assert slots.lease(plan("b", "sglang:srt/models/kimi_k25.py")) is None  # no copy keeps out an absolute path
+
+
+def test_a_copy_links_every_installed_file_and_holds_its_own_patched_ones(tmp_path):
+    """On real files: the copy's patched file is its own (its stale bytecode link gone), the rest
+    link to the installed files, and removing the copy leaves the installed tree as it was."""
+    installed = tmp_path / "lib" / "pkg"
+    (installed / "sub" / "__pycache__").mkdir(parents=True)
+    (installed / "__init__.py").write_text("from .sub import mod\n")
+    (installed / "sub" / "__init__.py").write_text("")
+    (installed / "sub" / "mod.py").write_text("WHO = 'installed'\n")
+    (installed / "sub" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"stale")
+    before = snapshot(tmp_path / "lib")
+    conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path)))
+    site = str(tmp_path / "run" / "site")
+    copy = asyncio.run(overlay.build(conn, site, {"pkg": str(installed)},
+                                     {str(installed / "sub" / "mod.py"): b"WHO = 'patched'\n"}))
+    own = tmp_path / "run" / "site" / "pkg" / "sub" / "mod.py"
+    assert copy.files == {str(installed / "sub" / "mod.py"): str(own)}
+    assert own.read_text() == "WHO = 'patched'\n" and not own.is_symlink()
+    assert (own.parent / "__init__.py").is_symlink() and not (own.parent / "__pycache__" / "mod.cpython-311.pyc").exists()
+    assert not (own.parent).is_symlink()  # real folders: Python's bytecode writes stay in the copy
+    assert snapshot(tmp_path / "lib") == before
+    assert (installed / "sub" / "__pycache__" / "mod.cpython-311.pyc").read_bytes() == b"stale"
+    seen = subprocess.run([sys.executable, "-c", "import pkg; print(pkg.mod.WHO, pkg.mod.__file__)"], text=True,
+                          capture_output=True, env={"PYTHONPATH": f"{site}:{tmp_path / 'lib'}"}, check=True).stdout.split()
+    assert seen == ["patched", str(own)]  # imported from the copy, relative imports included
+    asyncio.run(overlay.remove(conn, site))
+    assert not (tmp_path / "run" / "site").exists() and snapshot(tmp_path / "lib") == before
