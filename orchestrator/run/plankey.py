@@ -31,9 +31,11 @@ from typing import Any
 
 from orchestrator.core.secrets import is_secret_name
 from orchestrator.core.spec import PatchDef, RunPlan, Spec
+from orchestrator.host import overlay
 
 VERSION = 1  # part of every fingerprint: a change of what goes in makes old runs "changed", never equal
-HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus"})  # a free port and a GPU slot differ per host and per invocation
+# a free port, a GPU slot and an isolated run's own patched copy (`host/overlay.py`) differ per host and per invocation
+HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus", overlay.PARAM})
 
 
 def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
