@@ -87,3 +87,18 @@ def test_command_writes_the_file_and_bad_input_is_one_line(filled, tmp_path):
 def test_help_does_not_load_the_report_or_plotly():
     code = "import sys, orchestrator.cli; print(any(m.startswith(('plotly', 'orchestrator.report')) for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_experiment_records_read_at_once_match_each_runs_record(filled):
+    from orchestrator.store import records
+
+    store = filled[True]
+    bulk = records.experiment_records(store, "sweep", series_value="accept_len")
+    assert [r["id"] for r in bulk] == [r.id for r in store.runs(experiment="sweep")]
+    for got, run in zip(bulk, store.runs(experiment="sweep")):
+        whole = store.record(run)
+        for key in ("uid", "variant", "host", "status", "repeat", "params", "flags", "metrics", "patches",
+                    "debug_lines", "error", "started_at"):
+            assert got[key] == whole[key], key
+        assert got["series"] == [{"kind": p["kind"], "time": p["time"], "accept_len": p["accept_len"]}
+                                 for p in whole["series"]]  # only the value the report draws

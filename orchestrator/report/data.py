@@ -1,8 +1,10 @@
-"""What the report reads: every run of the experiment as a plain record (Store.record), and the
-comparison of its succeeded runs by configuration as `orch compare` makes it (core/compare.py)."""
+"""What the report reads: every run of the experiment as a plain record (Store.record's keys, read
+for all runs at once), and the comparison of its succeeded runs by configuration as `orch compare`
+makes it (core/compare.py)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -11,25 +13,26 @@ from orchestrator.core import compare as comparing
 from orchestrator.engines.base import HEADLINE
 from orchestrator.errors import StoreError
 from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
-from orchestrator.store import queries
+from orchestrator.store import queries, records
 from orchestrator.store.database import SUCCEEDED, Store
 
 
 @dataclass(frozen=True)
 class RunData:
-    record: dict[str, Any]  # Store.record: params, metrics, patches, flags, debug lines, series ...
+    record: dict[str, Any]  # store.records.experiment_records: Store.record's keys for params, metrics, patches ...
 
     @property
     def id(self) -> int:
         return int(self.record["id"])
 
-    @property
+    @functools.cached_property  # read for every figure: made once
     def metrics(self) -> dict[str, float]:
         """The numeric metrics (one recorded as absent, as text or as NaN is not a number to plot)."""
         return {k: float(v) for k, v in self.record["metrics"].items() if _number(v)}
 
     def headline_series(self) -> list[tuple[int, str | None, float]]:
-        """(index, time, value) of every series point that carries the headline metric (accept length)."""
+        """(index, time, value) of every series point that carries the headline metric (accept length):
+        the only series values the report reads (experiment_records reads no others)."""
         points = [p for p in self.record["series"] if _number(p.get(HEADLINE))]
         return [(i, p.get("time"), float(p[HEADLINE])) for i, p in enumerate(points)]
 
@@ -40,16 +43,23 @@ class Experiment:
     runs: list[RunData]  # every run, whatever its status, oldest first
     comparison: comparing.Comparison | None  # None when no run succeeded with a numeric metric
 
+    @functools.cached_property
+    def by_id(self) -> dict[int, RunData]:
+        return {r.id: r for r in self.runs}
+
+    @functools.cached_property
+    def ranks(self) -> dict[int, int]:
+        """id() of each group of the comparison -> its rank, from 1 (the table's `#`)."""
+        return {id(g): rank for rank, g in enumerate(self.comparison.groups, 1)} if self.comparison else {}
+
     def group_runs(self, group: comparing.Group) -> list[RunData]:
-        by_id = {r.id: r for r in self.runs}
-        return [by_id[i] for i in group.run_ids if i in by_id]
+        return [self.by_id[i] for i in group.run_ids if i in self.by_id]
 
     def label(self, group: comparing.Group) -> str:
         """`#2 steps=3, topk=4`: the configuration's rank in the comparison and its varying values."""
         assert self.comparison is not None
-        rank = self.comparison.groups.index(group) + 1
         cells = ", ".join(f"{k}={comparing.cell(group, k)}" for k in self.comparison.varying)
-        return f"#{rank} {cells}".rstrip()
+        return f"#{self.ranks[id(group)]} {cells}".rstrip()
 
 
 def _number(value: object) -> bool:
@@ -58,8 +68,8 @@ def _number(value: object) -> bool:
 
 
 def load(store: Store, experiment: str) -> Experiment:
-    runs = store.runs(experiment=experiment)
-    if not runs:
+    found = records.experiment_records(store, experiment, series_value=HEADLINE)
+    if not found:
         known = queries.experiments(store)
         raise StoreError(f"no runs of experiment {experiment!r} in {store.url}{comparing.did_you_mean(experiment, known)}"
                          f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
@@ -71,4 +81,4 @@ def load(store: Store, experiment: str) -> Experiment:
         by = HEADLINE if HEADLINE in metrics else sorted(metrics)[0]
         left_out = {s: n for s, n in counts.items() if s != SUCCEEDED and n}
         comparison = comparing.compare(experiment, comparable, left_out, by, HOST_SPECIFIC_PARAMS)
-    return Experiment(experiment, [RunData(store.record(run)) for run in runs], comparison)
+    return Experiment(experiment, [RunData(r) for r in found], comparison)

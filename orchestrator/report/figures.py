@@ -38,11 +38,12 @@ def spread_by_config(found: Experiment, metric: str) -> Figure:
     ys: list[float] = []
     hover: list[str] = []
     for group in found.comparison.groups:
+        rank, label = f"#{found.ranks[id(group)]}", text(found.label(group))
         for run in found.group_runs(group):
             if metric in run.metrics:
-                xs.append(f"#{found.comparison.groups.index(group) + 1}")
+                xs.append(rank)
                 ys.append(run.metrics[metric])
-                hover.append(text(f"{found.label(group)}: run {run.id} (repeat {run.record['repeat']})"))
+                hover.append(f"{label}: run {run.id} (repeat {run.record['repeat']})")
     trace = {"type": "box", "x": xs, "y": ys, "text": hover, "boxpoints": "all", "jitter": 0.3,
              "pointpos": 0, "name": text(metric), "hovertemplate": "%{y}<br>%{text}<extra></extra>"}
     return {"data": [trace], "layout": _layout(f"{metric} per configuration (box: the spread of repeats)",
