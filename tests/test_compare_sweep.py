@@ -1,14 +1,19 @@
 """End to end: a real rehearsal sweep (2 values of a param, 2 repeats, the smallest workload) recorded
-in a real SQLite file, then `orch compare` names the best configuration."""
+in a real SQLite file, then `orch compare` names the best configuration. Slow (7 s on a quiet machine,
+20 s on a busy one, most of it the sweep): its quick sibling is test_compare.py, the same command on
+runs written through the real Store."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import ROOT, free_port
 from test_run import orch
 
 
+@pytest.mark.slow
 def test_compare_names_the_best_configuration_of_a_rehearsal_sweep(project):
     text = (ROOT / "experiments" / "eagle_debug.yaml").read_text()
     text = text.replace("requests: 16", "requests: 2").replace("max_new_tokens: 96", "max_new_tokens: 8")
