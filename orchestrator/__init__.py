@@ -95,7 +95,7 @@ async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INV
                                report: _Report | None = None) -> "list[Outcome]":
     """`run_experiment` on the caller's event loop."""
     from orchestrator.run import plankey
-    from orchestrator.run import execute
+    from orchestrator.run import sweep
     from orchestrator.run.attempt import Lines
     from orchestrator.store.database import Store
 
@@ -104,7 +104,7 @@ async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INV
     store = Store(db)
     if resume:
         plans = [d.plan for d in plankey.decide(plans, store.succeeded_keys(loaded.name)) if d.runs]
-    return await execute.run_all(loaded, plans, chosen, store, Lines(report or _quiet), dry_run=dry_run)
+    return await sweep.run_all(loaded, plans, chosen, store, Lines(report or _quiet), dry_run=dry_run)
 
 
 def check_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, hosts: _Sequence[str] = (),

@@ -33,7 +33,7 @@ def run(
                                          help="Run even where another process holds the run's GPUs (recorded with each run)."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
-    from orchestrator.run import execute
+    from orchestrator.run import execute, sweep
 
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
     if no_preflight:
@@ -51,7 +51,7 @@ def run(
     from . import interrupt
 
     controller, since = execute.controller(), now()  # the runs this command makes, found again after a signal
-    done, why = interrupt.run(execute.run_all(spec, plans, chosen, store, ui.reporter, dry_run=dry_run),
+    done, why = interrupt.run(sweep.run_all(spec, plans, chosen, store, ui.reporter, dry_run=dry_run),
                               store, controller, since)
     if why is not None:  # every host cleaned up: what each did, the runs, exit 130
         outcomes = interrupt.report(store, controller, since, [h.name for h in chosen], plans, f"interrupted by {why}")

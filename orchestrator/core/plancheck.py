@@ -12,7 +12,7 @@ from jinja2 import meta, nodes
 
 from . import render, spec as specs, yamlfile
 from orchestrator.errors import SpecError
-from .spec import RunPlan, Spec
+from .spec import WORKLOAD_PREFIX, RunPlan, Spec
 
 # Params orch reads itself, whatever the template does (scheduling, the port check, the preflight).
 ORCH_PARAMS = (
@@ -50,13 +50,13 @@ def _check_matrix(spec: Spec, located: yamlfile.Located, given: dict[str, Any], 
         if key in given:
             raise SpecError(f"--set {key}={_shown(given[key])}: overrides the matrix's `{key}` "
                             f"({_where(located, 'matrix', key)}), so every run of the matrix would be the same; drop one")
-        if used is not None and key not in used:
+        if used is not None and key not in used and not key.startswith(WORKLOAD_PREFIX):
             raise SpecError(f"{_where(located, 'matrix', key)}: matrix key {key!r} {_unread(key, spec, used)}")
 
 
 def _check_set(spec: Spec, located: yamlfile.Located, given: dict[str, Any], used: set[str] | None) -> None:
     for key, value in given.items():
-        if used is not None and key not in used:
+        if used is not None and key not in used and not key.startswith(WORKLOAD_PREFIX):
             raise SpecError(f"--set {key}={_shown(value)}: param {key!r} {_unread(key, spec, used)}")
         for path in (("params", key), *(("variants", v.name, "params", key) for v in spec.variants)):
             written = _value(located, path) if _has(located, path) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import json
@@ -55,6 +56,8 @@ class Variant:
     patches: tuple[str, ...] = ()
     expect: dict[str, str] = field(default_factory=dict)
     allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for this variant
+    workload: dict[str, Any] = field(default_factory=dict)  # `workload:` fields set over the experiment's
+    fresh_server: bool | None = None  # None: the experiment's `fresh_server`
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class Spec:
     extra_params: tuple[str, ...] = ()  # params the template reads indirectly (so a matrix or --set key may name them)
     secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
     engine: str = engines.DEFAULT  # `engine:` the serving engine (engines.KNOWN)
+    fresh_server: bool = False  # `fresh_server: true`: every run launches its own server (no reuse)
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,9 @@ class RunPlan:
     allow: tuple[str, ...] = ()  # preflight error codes that are reported and stored but do not stop the run
     point: dict[str, Any] = field(default_factory=dict)  # this plan's matrix values ({} without a matrix)
     fingerprint: str = ""  # what defines the run (plankey.fingerprint); "" until plankey.fingerprinted sets it
+    workload: Workload | None = None  # the plan's workload (variant, matrix `workload.*`, --set); None: the experiment's
+    fresh_server: bool = False  # launch a server of its own even when another plan's could serve it
+    server_key: str = ""  # plans with the same key can use one server in turn (plankey.server_key)
 
     @property
     def key(self) -> str:
@@ -124,8 +131,9 @@ class RunPlan:
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
-    "secrets", "engine",
+    "secrets", "engine", "fresh_server",
 }
+WORKLOAD_PREFIX = "workload."  # a matrix or --set key `workload.concurrency` varies the workload, not a param
 
 
 def load(path: Path) -> Spec:
@@ -151,6 +159,7 @@ def load(path: Path) -> Spec:
         hosts=_names(data, "hosts"),
         template=template,
         engine=engine,
+        fresh_server=_bool(data, "fresh_server", False),
         params=dict(_mapping(data, "params")),
         env=_env(data, "env"),
         patches=patches,
@@ -184,6 +193,7 @@ def expand(spec: Spec, overrides: Sequence[str] = (), variants: tuple[str, ...] 
             for repeat in range(spec.repeats):
                 params = {**spec.params, **variant.params, **dict(zip(keys, combo)), **params_set}
                 env = {**spec.env, **variant.env, **env_set}
+                workload = _plan_workload(spec, variant, params)
                 plans.append(
                     RunPlan(
                         experiment=spec.name,
@@ -196,9 +206,41 @@ def expand(spec: Spec, overrides: Sequence[str] = (), variants: tuple[str, ...] 
                         hosts=spec.hosts,
                         allow=tuple(dict.fromkeys(spec.allow + variant.allow)),
                         point=dict(zip(keys, combo)),
+                        workload=workload,
+                        fresh_server=spec.fresh_server if variant.fresh_server is None else variant.fresh_server,
                     )
                 )
     return plans
+
+
+def _plan_workload(spec: Spec, variant: Variant, params: dict[str, Any]) -> Workload:
+    """The experiment's workload with the variant's fields, then the matrix's and --set's
+    `workload.*` keys (taken out of `params`) over it."""
+    fields = dict(variant.workload)
+    for key in [k for k in params if k.startswith(WORKLOAD_PREFIX)]:
+        fields[key[len(WORKLOAD_PREFIX):]] = params.pop(key)
+    where = f"{spec.path}: workload of variant '{variant.name}'"
+    return dataclasses.replace(spec.workload, **_workload_fields(fields, where)) if fields else spec.workload
+
+
+WORKLOAD_FIELDS = {"requests": int, "max_new_tokens": int, "concurrency": int, "temperature": float}
+
+
+def _workload_fields(fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Workload fields a variant, a matrix point or --set gives: known names, positive whole numbers
+    (a temperature: a number >= 0). The prompts file is the experiment's alone."""
+    checked: dict[str, Any] = {}
+    for name, value in fields.items():
+        kind = WORKLOAD_FIELDS.get(name)
+        if kind is None:
+            known = ", ".join(f"workload.{k}" for k in WORKLOAD_FIELDS)
+            raise SpecError(f"{where}: unknown workload field {name!r}; these can vary per run: {known}")
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise SpecError(f"{where}: workload.{name} must be a whole number >= 1, got {value!r}")
+        if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise SpecError(f"{where}: workload.{name} must be a number >= 0, got {value!r}")
+        checked[name] = kind(value)
+    return checked
 
 
 def parse_overrides(items: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -224,6 +266,8 @@ def parse_overrides(items: Sequence[str]) -> tuple[dict[str, Any], dict[str, str
             env[name] = value
         else:
             params[key] = literal(value)
+            if key.startswith(WORKLOAD_PREFIX):
+                _workload_fields({key[len(WORKLOAD_PREFIX):]: params[key]}, f"--set {item!r}")
     return params, env
 
 
@@ -273,6 +317,13 @@ def _names(data: Located, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise SpecError(f"{data.where(key)}: `{key}` must be a list of names, e.g. [a, b]")
     return tuple(value)
+
+
+def _bool(data: Located, key: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(f"{data.where(key)}: `{key}` must be true or false, got {value!r}")
+    return value
 
 
 def _env_names(data: Located, key: str) -> tuple[str, ...]:
@@ -389,7 +440,8 @@ def _variants(data: Located, patches: dict[str, PatchDef], engine: str) -> tuple
         identifiers.identifier(name, where, "variant name", "rename the variant")
         body = body if body is not None else Located(source=data.source, line=mapping.line_of(name))
         yamlfile.require_mapping(body, where, f"variant '{name}'")
-        yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect", "preflight"}, f"variant '{name}'")
+        yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect", "preflight", "workload",
+                                   "fresh_server"}, f"variant '{name}'")
         names = _names(body, "patches")
         for patch in names:
             if patch not in patches:
@@ -398,9 +450,11 @@ def _variants(data: Located, patches: dict[str, PatchDef], engine: str) -> tuple
         expect = {k: str(v) for k, v in _mapping(body, "expect").items()}
         for metric, rule in expect.items():
             parse_expectation(rule, body.where("expect"))
+        workload = _mapping(body, "workload")
+        fresh = _bool(body, "fresh_server", False) if "fresh_server" in body else None
         variants.append(
             Variant(name, str(body.get("description", "")), dict(_mapping(body, "params")), _env(body, "env"), names, expect,
-                    _allow(body, engine))
+                    _allow(body, engine), _workload_fields(dict(workload), body.where("workload")), fresh)
         )
     return tuple(variants)
 
@@ -448,6 +502,9 @@ def _matrix(data: Located) -> dict[str, tuple[Any, ...]]:
     for key, values in mapping.items():
         if not isinstance(values, list) or not values:
             raise SpecError(f"{mapping.where(key)}: matrix {key!r} must be a non-empty list of values")
+        if key.startswith(WORKLOAD_PREFIX):
+            for value in values:
+                _workload_fields({key[len(WORKLOAD_PREFIX):]: value}, f"{mapping.where(key)}: matrix")
         result[key] = tuple(values)
     return result
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core.secrets import hide
 from orchestrator.core.spec import RunPlan, Spec
@@ -19,6 +19,9 @@ from orchestrator.engines.base import Engine
 from orchestrator.host.push import Progress
 from orchestrator.host.session import HostSession
 from orchestrator.store.database import Run, Store
+
+if TYPE_CHECKING:
+    from .serving import Serving
 
 
 class Stage(enum.Enum):
@@ -132,6 +135,7 @@ class Attempt:
     script: str  # the rendered launch script
     secrets: dict[str, str]  # the run's secret values by name: hidden from all it prints and records
     stage: Stage | None = None
+    serving: Serving | None = None  # the server the run uses, once launched or joined (serving.py)
 
     def enter(self, stage: Stage) -> None:
         self.stage = stage

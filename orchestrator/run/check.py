@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.host import lifecycle, patchcheck
 from orchestrator.host.lifecycle import Held
-from . import execute, stages
+from . import execute, stages, sweep
 from orchestrator import engines
 from orchestrator.core import render
 from orchestrator.errors import OrchError, PatchError
@@ -23,7 +23,7 @@ async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> li
     apply or would leave a file that does not compile, then the checkpoint findings (an error the
     experiment allows comes marked `allowed`). Checkpoints are read from their local (transformed)
     copies. A host that cannot be checked raises its error (the first, in host order)."""
-    queues = execute.schedule(plans, hosts)
+    queues = sweep.schedule(plans, hosts)
     engine = engines.get(spec.engine)
 
     async def one(held: Held) -> list[dict[str, Any]]:

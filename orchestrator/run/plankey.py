@@ -10,7 +10,12 @@ repeat index. Its fingerprint is a SHA-256 of what defines the run, the same whi
 - each patch's target file, find text, action, text, count, and a diff patch's whole text;
 - each checkpoint's name, dest (as written), transforms and source manifest hash (push's cache makes
   it a stat of each file once the checkpoint has been pushed; an unreadable source counts as such);
-- the workload (requests, tokens, concurrency, temperature, and the prompts file's hash).
+- the plan's workload (requests, tokens, concurrency, temperature, and the prompts file's hash).
+
+A plan's server key (`server_key`) is the same digest without the workload and the repeat: plans
+with one key differ only in what is sent to the server, so one server can serve them in turn (server
+reuse, `serving.py`). The variant is part of it (a template may read `{{ variant }}`); a plan with
+`fresh_server: true` has a key of its own.
 
 Not in it: the host's env and engine version (known only once a host is connected), `expect:` and
 the preflight's `allow:` (they judge a run, they do not change it).
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.secrets import is_secret_name
-from orchestrator.core.spec import PatchDef, RunPlan, Spec
+from orchestrator.core.spec import PatchDef, RunPlan, Spec, Workload
 from orchestrator.host import overlay
 
 VERSION = 1  # part of every fingerprint: a change of what goes in makes old runs "changed", never equal
@@ -39,19 +44,33 @@ HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus", overlay.PARAM})
 
 
 def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
-    """The plans with their fingerprint set (the spec-wide parts are read once)."""
-    shared = _spec_digest(spec)
-    return [dataclasses.replace(p, fingerprint=fingerprint(spec, p, shared)) for p in plans]
+    """The plans with their fingerprint and server key set (the spec-wide parts are read once per workload)."""
+    digests: dict[Workload, str] = {}
+    launch = _launch_digest(spec)
+    return [dataclasses.replace(p, fingerprint=fingerprint(spec, p, digests), server_key=server_key(spec, p, launch))
+            for p in plans]
 
 
-def fingerprint(spec: Spec, plan: RunPlan, shared: str | None = None) -> str:
-    parts = [
-        shared if shared is not None else _spec_digest(spec),
+def fingerprint(spec: Spec, plan: RunPlan, digests: dict[Workload, str] | None = None) -> str:
+    load = plan.workload or spec.workload
+    digests = {} if digests is None else digests
+    if load not in digests:
+        digests[load] = _spec_digest(spec, load)
+    return _digest([digests[load], *_plan_parts(spec, plan)])
+
+
+def server_key(spec: Spec, plan: RunPlan, launch: str | None = None) -> str:
+    """What a server is launched from: plans with the same key can share one (see the module doc)."""
+    own = plan.key if plan.fresh_server else None
+    return _digest([launch or _launch_digest(spec), plan.variant, own, *_plan_parts(spec, plan)])
+
+
+def _plan_parts(spec: Spec, plan: RunPlan) -> list[Any]:
+    return [
         {k: v for k, v in plan.params.items() if k not in HOST_SPECIFIC_PARAMS},
         {k: ("<secret>" if is_secret_name(k, spec.secrets) else v) for k, v in plan.env.items()},
         [_patch_digest(p) for p in plan.patches],
     ]
-    return _digest(parts)
 
 
 def _digest(data: Any) -> str:
@@ -63,15 +82,22 @@ def _patch_digest(patch: PatchDef) -> str:
     return _digest([patch.file, patch.find, patch.action, patch.text, patch.count, patch.diff])
 
 
-def _spec_digest(spec: Spec) -> str:
-    workload = dataclasses.asdict(spec.workload)
-    workload["prompts"] = _file_hash(Path(spec.workload.prompts)) if spec.workload.prompts else None
-    return _digest({
+def _spec_digest(spec: Spec, load: Workload) -> str:
+    workload = dataclasses.asdict(load)
+    workload["prompts"] = _file_hash(Path(load.prompts)) if load.prompts else None
+    return _digest({**_launch_parts(spec), "workload": workload})
+
+
+def _launch_digest(spec: Spec) -> str:
+    return _digest({**_launch_parts(spec), "engine": spec.engine})
+
+
+def _launch_parts(spec: Spec) -> dict[str, Any]:
+    return {
         "version": VERSION,
         "template": _file_hash(spec.template),
         "checkpoints": [[c.name, c.dest, list(c.transforms), _source_hash(c.src)] for c in spec.checkpoints],
-        "workload": workload,
-    })
+    }
 
 
 def _file_hash(path: Path) -> str:

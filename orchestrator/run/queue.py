@@ -7,11 +7,17 @@ has the GPUs. A host whose link fails for good takes no more plans: the others t
 and its run that the failure cut short goes back to the front of the queue once (a retry), to be run
 elsewhere. A host leaves the sweep when no plan left fits it and no run anywhere is still going
 (a run going on may yet come back as a retry).
+
+Server reuse (`serving.py`): a run that ends well asks for the next pending plan of its server key
+that fits its host (`take_same`), which then runs on the same slot and server. A host taking a new
+plan prefers one whose server key no run is using now, so that hosts start different servers and
+the plans of one key follow each other on one server instead of each host launching its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass
 
 from orchestrator.core.inventory import Host
@@ -44,6 +50,7 @@ class Queue:
         self.pending = [Entry(i, plan) for i, plan in enumerate(plans)]
         self.lost: dict[str, OrchError] = {}  # hosts that went away, with why
         self._running = 0
+        self._serving: Counter[str] = Counter()  # server keys of the plans running now
         self._changed = asyncio.Condition()
 
     async def take(self, host: Host, slots: Slots) -> tuple[Entry, Lease] | None:
@@ -51,22 +58,51 @@ class Queue:
         async with self._changed:
             while host.name not in self.lost:
                 fitting = [e for e in self.pending if able(host, e.plan)]
-                for entry in fitting:
+                for entry in sorted(fitting, key=lambda e: self._serving[e.plan.server_key] > 0):
                     lease = slots.lease(entry.plan)
                     if lease is not None:
-                        self.pending.remove(entry)
-                        self._running += 1
+                        self._start(entry)
                         return entry, lease
                 if not fitting and not self._running:
                     return None
                 await self._changed.wait()
             return None
 
-    async def done(self, slots: Slots, lease: Lease, retry: Entry | None = None) -> None:
-        """A run ended: its slot is free, and a retry (if any) goes to the front of the queue."""
+    async def take_same(self, host: Host, server_key: str) -> Entry | None:
+        """The next pending plan of `server_key` that fits `host`, reserved for the server a run of
+        that key leaves up (its slot fits it: the same GPUs and patch set); None when there is none."""
+        async with self._changed:
+            if not server_key or host.name in self.lost:
+                return None
+            entry = next((e for e in self.pending if e.plan.server_key == server_key and able(host, e.plan)), None)
+            if entry is not None:
+                self._start(entry)
+            return entry
+
+    def _start(self, entry: Entry) -> None:
+        self.pending.remove(entry)
+        self._running += 1
+        self._serving[entry.plan.server_key] += 1
+
+    async def finished(self, entry: Entry, back: bool = False) -> None:
+        """`entry`'s run ended and its slot goes on with the next plan of its server; `back`: it was
+        reserved and never ran (it goes back to the front of the queue)."""
+        async with self._changed:
+            self._end(entry)
+            if back:
+                self.pending.insert(0, entry)
+            self._changed.notify_all()
+
+    def _end(self, entry: Entry) -> None:
+        self._running -= 1
+        self._serving[entry.plan.server_key] -= 1
+
+    async def done(self, slots: Slots, lease: Lease, entry: Entry, retry: Entry | None = None) -> None:
+        """`entry`'s run ended and so did its slot's chain: the slot is free, and a retry (if any)
+        goes to the front of the queue."""
         async with self._changed:
             slots.release(lease)
-            self._running -= 1
+            self._end(entry)
             if retry is not None:
                 self.pending.insert(0, retry)
             self._changed.notify_all()

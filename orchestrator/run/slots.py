@@ -61,6 +61,7 @@ class Lease:
     patches: tuple[PatchDef, ...]
     alone: bool  # the run holds the whole host
     isolated: bool = False  # its patches go to its own copy of the packages, not the installed files
+    holds: tuple[int, ...] = ()  # the GPUs no other run may take meanwhile (all of them for a whole-host run)
 
     def plan(self, plan: RunPlan) -> RunPlan:
         """The plan as the slot runs it: its port, and its GPUs when it does not hold them all."""
@@ -123,14 +124,14 @@ class Slots:
                 return None
             self.leases.append(Lease(0, (), None, plan.patches, True))
             return self.leases[0]
-        taken = {g for lease in self.leases for g in lease.gpus}
+        taken = {g for lease in self.leases for g in lease.holds}
         free = [g for g in range(self.host.gpus) if g not in taken]
         tp = tp_size(plan)
         if len(free) < tp:
             return None
         index = min(set(range(len(self.leases) + 1)) - {lease.index for lease in self.leases})
         gpus = tuple(free[:tp]) if tp < self.host.gpus else ()
-        lease = Lease(index, gpus, self._port(plan, index), plan.patches, False, isolated)
+        lease = Lease(index, gpus, self._port(plan, index), plan.patches, False, isolated, tuple(free[:tp]))
         self.leases.append(lease)
         return lease
 

@@ -115,23 +115,27 @@ async def stop(attempt: Attempt, srv: server.Server | None) -> bytes:
     return await server.read_log(conn, srv, attempt.engine, attempt.spec.debug_pattern)
 
 
-async def revert_patches(attempt: Attempt) -> list[str]:
+async def revert_patches(attempt: Attempt, owner: Attempt | None = None, also: Sequence[Run] = ()) -> list[str]:
     """Revert this run's patches (those of its patch set, when it is the last run of a shared set;
-    none while others of the set still run). Returns the files that changed under us and were left alone (drifted)."""
+    none while others of the set still run). Returns the files that changed under us and were left alone (drifted).
+    `owner`: the run that launched the server this run used (server reuse, `serving.py`), whose
+    patches they are; `also`: the other runs that used that server (their patch states are set too)."""
     host, store, run = attempt.session.host.name, attempt.store, attempt.run
-    if overlay.PARAM in attempt.context["params"]:
-        return await _remove_copy(attempt, attempt, [run])
-    shared = sharing.leave(attempt)
+    owner = owner or attempt
+    if overlay.PARAM in owner.context["params"]:
+        return await _remove_copy(attempt, owner, [owner.run, *also])
+    shared = sharing.leave(owner)
     if shared == sharing.KEPT:
         store.event(run, "patches-kept", "left applied: another run on the host runs with the same patch set")
         attempt.say("patches left applied for the other runs of the same patch set")
         return []
-    owner, users = (shared.holder, shared.users) if isinstance(shared, sharing.Shared) else (run, [run])
+    holder, users = (shared.holder, shared.users) if isinstance(shared, sharing.Shared) else (owner.run, [owner.run])
+    users = [*users, *(u for u in also if u not in users)]
     try:
-        reverted = await attempt.session.journal.revert(owner.uid)
+        reverted = await attempt.session.journal.revert(holder.uid)
     finally:
         if isinstance(shared, sharing.Shared):
-            sharing.forget(attempt, shared)
+            sharing.forget(owner, shared)
     if not reverted:
         return []
     for user in users:

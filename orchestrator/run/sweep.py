@@ -1,0 +1,189 @@
+"""A sweep: hosts in parallel, each taking its runs from one queue (`queue.py`) and running as many
+at once as its GPU slots hold (`slots.py`); a run that ends well hands its server to the next plan
+of the same server key (`serving.py`). One run's stages are `execute.run_one`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from orchestrator import engines
+from orchestrator.core.inventory import Host
+from orchestrator.core.spec import RunPlan, Spec
+from orchestrator.engines.base import Engine
+from orchestrator.errors import HostBusy, HostError, OrchError
+from orchestrator.host import lifecycle, occupancy
+from orchestrator.host.lifecycle import Held, Locking
+from orchestrator.host.session import HostSession
+from orchestrator.store import database as store_queries
+from orchestrator.store.database import FAILED, Store
+from . import serving
+from .attempt import Reporter
+from .execute import Outcome, controller, dry_run_one, run_one, uncancelled
+from .queue import Entry, Queue, check_fits
+from .slots import Lease, Slots, able
+
+
+def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]]:
+    """Each plan on the least-loaded host with enough GPUs for it: where `orch check` looks at it
+    (a run takes its plans from one queue instead, `run_all`)."""
+    check_fits(plans, hosts)
+    queues: dict[str, list[RunPlan]] = {h.name: [] for h in hosts}
+    for plan in plans:
+        target = min((h for h in hosts if able(h, plan)), key=lambda h: len(queues[h.name]))
+        queues[target.name].append(plan)
+    return {name: queue for name, queue in queues.items() if queue}
+
+
+async def run_all(
+    spec: Spec, plans: list[RunPlan], hosts: list[Host], store: Store, reporter: Reporter, *, dry_run: bool = False
+) -> list[Outcome]:
+    """Hosts in parallel (one lifecycle each, `host/lifecycle.py`), each taking its runs from one
+    queue and running as many at once as its GPU slots hold (`slots.py`); outcomes in plan order."""
+    check_fits(plans, hosts)
+    queue = Queue(plans)
+    engine = engines.get(spec.engine)
+    # a dry run changes nothing, so it needs no lock and recovers nothing; a run's lease names its run
+    locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host))
+
+    async def worker(held: Held) -> list[tuple[int, Outcome]]:
+        return await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
+
+    results = await lifecycle.on_hosts(hosts, worker, reporter.message, locking, engine)
+    done: list[tuple[int, Outcome]] = []
+    for name, result in results.items():
+        if isinstance(result, OrchError):
+            # whole, before the summary table wraps it (or says nothing of it: its plans ran elsewhere)
+            reporter.message(name, f"{'refused' if isinstance(result, HostBusy) else 'left the sweep'}: {result}")
+            queue.lost.setdefault(name, result)
+        else:
+            done.extend(result)
+    for entry, name, error in queue.left(hosts):  # every host that could run them went away
+        done.append((entry.order, Outcome(None, "-", entry.plan.variant, name, FAILED, error=str(error),
+                                          exit_code=error.exit_code)))
+    return [outcome for _, outcome in sorted(done, key=lambda d: d[0])]
+
+
+SLOT_PORT_TRIES = 16
+
+
+async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, store: Store,
+                       reporter: Reporter, dry_run: bool) -> list[tuple[int, Outcome]]:
+    """Runs taken from the queue while some fit the host, each in its slot as its own task; a
+    cancel reaches every one of them (each cleans up its own run)."""
+    session = held.session
+    slots = Slots(session.host)
+    notes = held.recovery.notes() if held.recovery is not None else []
+    outcomes: list[tuple[int, Outcome]] = []
+
+    async def one(entry: Entry, lease: Lease) -> None:
+        """The entry's run in its slot, then each plan of the same server key the queue hands on to
+        the server it leaves up (`serving.py`); the slot is freed when the chain ends."""
+        kept, retry = serving.Kept(), None
+        current = entry
+        try:
+            lease = await _slot_port(session, slots, lease)
+            while True:
+                retry = await _plan(current, lease, kept)
+                if kept.next is None:
+                    break
+                await queue.finished(current)  # the slot stays held for the next plan of its server
+                current, kept.next = kept.next, None
+        finally:
+            if kept.serving is not None:  # left up for a plan that did not become a run, or cut short
+                await uncancelled(serving.close(kept.serving))
+            if kept.next is not None:  # reserved for the server, never run: back to the queue
+                await queue.finished(kept.next, back=True)
+            await queue.done(slots, lease, current, retry)
+
+    async def _plan(entry: Entry, lease: Lease, kept: serving.Kept) -> Entry | None:
+        """One plan's run (or dry run) and its outcome; returns its retry when the host's link failed."""
+        plan = lease.plan(entry.plan)
+
+        async def keep() -> bool:
+            kept.next = await queue.take_same(session.host, entry.plan.server_key)
+            return kept.next is not None
+
+        try:
+            if dry_run:
+                outcomes.append((entry.order, await dry_run_one(spec, plan, session, reporter)))
+                return None
+            outcome = await run_one(spec, plan, session, store, reporter, kept, keep)
+            if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
+                for note in notes:
+                    store.event(store.get(str(outcome.run_id)), "recovered", note)
+                notes.clear()
+            if held.lock is not None and held.lock.lost:
+                reporter.warning(session.host.name, f"{held.lock.path} was broken by another command during run {outcome.uid}")
+            retry = await _lost_link(session, queue, entry, outcome, store, reporter)
+            _record_retry(store, entry, outcome, session.host.name)
+            if retry is None:
+                outcomes.append((entry.order, outcome))
+            return retry
+        except OrchError as exc:  # before the plan became a run (its render, its env): its outcome, its exit code
+            outcomes.append((entry.order, Outcome(None, "-", entry.plan.variant, session.host.name, FAILED,
+                                                  error=str(exc), evidence=exc.evidence, exit_code=exc.exit_code)))
+            return None
+
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        while (taken := await queue.take(session.host, slots)) is not None:
+            tasks.add(asyncio.create_task(one(*taken)))
+    except asyncio.CancelledError as exc:
+        for task in tasks:
+            task.cancel(*exc.args)  # the reason (a signal's name) goes with it
+        if tasks:
+            await asyncio.wait(tasks)
+        raise
+    if tasks:
+        await asyncio.wait(tasks)  # done already, unless the host was lost with runs going
+    for task in tasks:
+        task.result()  # a bug in one run is raised, not dropped
+    return outcomes
+
+
+async def _slot_port(session: HostSession, slots: Slots, lease: Lease) -> Lease:
+    """A slot past the first moves up from a port another process listens on (a few tries; the
+    last taken one is refused by run_one's port check, with its holder named)."""
+    for _ in range(SLOT_PORT_TRIES):
+        if lease.index == 0 or lease.port is None or not (await occupancy.listener(session.conn, session.host,
+                                                                                   lease.port)).listening:
+            break
+        lease = slots.moved(lease, lease.port + 1)
+    return lease
+
+
+async def _lost_link(session: HostSession, queue: Queue, entry: Entry, outcome: Outcome, store: Store,
+                     reporter: Reporter) -> Entry | None:
+    """After a failed run, is the link gone for good (the host does not answer a stat, reconnecting
+    included)? Then the host takes no more plans, and the run goes back to the queue once: the retry."""
+    if outcome.status != FAILED:
+        return None
+    name = session.host.name
+    try:
+        await session.conn.stat(session.host.workdir)
+        return None  # the host answers: the error was the run's (a taken port, busy GPUs)
+    except (OrchError, OSError) as exc:
+        gone = HostError(f"{name}: the link failed for good ({exc}); its plans went to the other hosts")
+    await queue.lose(name, gone)
+    reporter.message(name, f"lost: {outcome.error}; its pending plans go to the other hosts")
+    if entry.retry_of is not None or outcome.run_id is None:
+        return None  # a retry is not retried again
+    store.event(store.get(str(outcome.run_id)), "requeued",
+                f"the link to {name} failed for good; the plan goes back to the queue for another host (once)")
+    return Entry(entry.order, entry.plan, retry_of=outcome.run_id, lost_host=name)
+
+
+def _record_retry(store: Store, entry: Entry, outcome: Outcome, host: str) -> None:
+    """A retry and the run it retries name each other."""
+    if entry.retry_of is None or outcome.run_id is None:
+        return
+    first, retry = store.get(str(entry.retry_of)), store.get(str(outcome.run_id))
+    store.event(retry, "retry", f"retry of run {first.id} ({first.uid}), cut short when the link to "
+                f"{entry.lost_host} failed")
+    store.event(first, "retried", f"retried as run {retry.id} ({retry.uid}) on {host}")
+
+
+def _current_run(store: Store, host: str) -> str:
+    running = store_queries.running_runs(store, host, controller())
+    return running[-1].uid if running else ""
