@@ -37,8 +37,9 @@ def test_add_update_get_and_children_round_trip(url):
     first = run("aaa-1", params={"steps": 3, "model": "m"}, flags=["x"], controller="box:12")
     store.add(first)
     assert first.id is not None
-    store.add_children([MetricRow(run_id=first.id, name="accept_length", value=2.5, source="log"),
-                        *(SeriesRow(run_id=first.id, kind="decode", seq=i, values={"tok_s": i * 1.5}) for i in range(3))])
+    store.add(MetricRow(run_id=first.id, name="accept_length", value=2.5, source="log"))
+    store.add_children(SeriesRow, [{"run_id": first.id, "kind": "decode", "seq": i, "values": {"tok_s": i * 1.5}}
+                                   for i in range(3)])
     store.save_log(first, b"line\n" * 100)
     store.update_run(first, status=SUCCEEDED, diagnosis={"signature": "s"})
     again = Store(url).get("aaa")
@@ -117,7 +118,8 @@ for i in range(6):
     run = Run(uid=f"{sys.argv[2]}-{i}", experiment="race", variant="v", host="h", controller=sys.argv[2])
     store.add(run)
     store.add(*(MetricRow(run_id=run.id, name=f"m{j}", value=j) for j in range(3)))
-    store.add_children([MetricRow(run_id=run.id, name=f"bulk{j}", value=j) for j in range(3)])
+    store.add_children(MetricRow, [{"run_id": run.id, "name": f"bulk{j}", "value": j, "source": "", "note": ""}
+                                   for j in range(3)])
 """
 
 

@@ -66,8 +66,11 @@ def judge(store: Store, run: Run, accept_lens: list[Measure]) -> tuple[list[str]
 def store_log(store: Store, run: Run, log: bytes, report: LogReport) -> None:
     """The log and what was read from it once: its series and its debug lines."""
     store.save_log(run, log)  # the store hides the run's secrets in all it writes
-    store.add(*series_rows(run.id, report))
-    store.add(*(DebugRow(run_id=run.id, seq=i, text=d.text, fields=d.fields) for i, d in enumerate(report.debug_lines)))
+    # tens of thousands of rows for a long log: written as column values in one INSERT each
+    store.add_children(SeriesRow, [{"run_id": run.id, "kind": p.kind, "seq": p.seq, "time": p.time,
+                                    "values": dict(p.values)} for p in report.series])
+    store.add_children(DebugRow, [{"run_id": run.id, "seq": i, "text": d.text, "fields": d.fields}
+                                  for i, d in enumerate(report.debug_lines)])
 
 
 def series_rows(run_id: int, report: LogReport) -> list[SeriesRow]:

@@ -23,6 +23,7 @@ from orchestrator.errors import StoreError
 
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
+FAST_COMPRESSION_FROM = 16 * 2**20  # logs from this size (bytes) are compressed at zlib's fastest level
 
 
 def current_user() -> str:
@@ -58,7 +59,6 @@ class Run(SQLModel, table=True):
     ended_at: str | None = None
     plan_key: str | None = None  # RunPlan.key; None on runs recorded before runs carried one
     fingerprint: str | None = None  # plankey.fingerprint of the plan
-    server_run_id: int | None = None  # the run that launched the server this run used (itself when it launched it)
 
     # --resume reads (key, fingerprint, id) of an experiment's succeeded runs from this index alone
     __table_args__ = (Index("ix_run_resume", "experiment", "status", "plan_key", "fingerprint"),)
@@ -186,16 +186,16 @@ class Store:
                 s.add(self._scrubbed(row))
             s.commit()
 
-    def add_children(self, rows: list[SQLModel]) -> None:
-        """Write many rows of a run's child tables (metrics, series, debug lines) at once: one
-        multi-row INSERT per table, in one transaction. The rows do not learn their ids."""
-        tables: dict[type[SQLModel], list[dict[str, Any]]] = {}
-        for row in rows:
-            values = self._scrubbed(row).model_dump(exclude={"id"})
-            tables.setdefault(type(row), []).append(values)
+    def add_children(self, table: type[SQLModel], rows: list[dict[str, Any]]) -> None:
+        """Write many rows of one child table of a run (series points, debug lines) as column
+        values: one multi-row INSERT, no row objects (building those costs more than the write)."""
+        if not rows:
+            return
+        if self.secrets:
+            rows = [{k: scrub(v, self.secrets) if isinstance(v, (str, dict, list)) else v for k, v in row.items()}
+                    for row in rows]
         with self.engine.begin() as conn:
-            for table, values in tables.items():
-                conn.execute(insert(table), values)
+            conn.execute(insert(table), rows)
 
     def update_run(self, run: Run, **changes: Any) -> Run:
         with self.session() as s:
@@ -218,7 +218,8 @@ class Store:
                 s.delete(existing)
                 s.flush()
             data = scrub(data, self.secrets)
-            s.add(LogRow(run_id=run.id, size=len(data), data=zlib.compress(data, 6)))
+            level = 6 if len(data) < FAST_COMPRESSION_FROM else 1  # a 64 MB log: 0.3 s instead of 0.9 s, 30 % larger
+            s.add(LogRow(run_id=run.id, size=len(data), data=zlib.compress(data, level)))
             s.commit()
 
     def set_patch_states(self, run: Run, states: dict[int, str]) -> None:

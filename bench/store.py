@@ -1,0 +1,203 @@
+"""The store at scale: orch's reading commands as whole processes on a database of N realistic runs.
+
+    python bench/store.py [--runs 1000,100000] [--db sqlite:///big.db] [--repeat 3] [--fill-only]
+
+Fills the database (bulk INSERTs, in batches) up to each size in `--runs`, and at each size times
+`orch --help`, `ls`, `ls --json`, `ls -n ALL --json`, `show`, `diff`, `compare` and `report` of one
+1,000-run experiment (the last two where this orch has them) as whole processes (best of
+`--repeat`), then `orch import` of a 64 MB server log. Prints each figure per size, the growth from
+the first size to the last, and the database's size per run. A run is of realistic size: 20 params,
+10 metrics, 50 decode samples, 5 debug lines, a 2 KB launch script and a 20 KB compressed log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sqlalchemy import func, insert, select  # noqa: E402
+
+from orchestrator.store.database import DebugRow, LogRow, MetricRow, Run, SeriesRow, Store  # noqa: E402
+
+EXPERIMENT_RUNS = 1000  # runs per experiment: `compare` and `report` read one of them
+BATCH = 1000
+CPU: dict[str, list[float]] = {}  # command -> CPU seconds of each of its runs
+GOALS = {"--help": 0.3, "ls -n ALL --json": 3.0, "report": 3.0, "import 64 MB log": 2.0}
+METRICS = ("accept_len", "output_tok_s", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "req_s", "accept_rate",
+           "spec_verify_ct", "gen_throughput")
+
+
+def launch_script(rng: random.Random) -> str:
+    lines = ["#!/usr/bin/env bash", "set -euo pipefail"]
+    while sum(len(line) + 1 for line in lines) < 2048:
+        lines.append(f"export VAR_{len(lines)}={rng.getrandbits(64):x}  # launch setting")
+    return "\n".join(lines)[:2048]
+
+
+def compressed_log(rng: random.Random) -> tuple[int, bytes]:
+    """A server log whose zlib form is about 20 KB (one made, stored for every run)."""
+    lines, data = [], b""
+    while len(zlib.compress(data, 6)) < 20 * 1024:
+        lines.extend(f"[2026-10-30 12:00:{i % 60:02d} TP0] Decode batch, #running-req: {rng.randint(1, 64)}, "
+                     f"#token: {rng.randint(100, 400000)}, accept len: {rng.uniform(1, 4):.2f}, "
+                     f"gen throughput (token/s): {rng.uniform(50, 9000):.2f}" for i in range(200))
+        data = ("\n".join(lines) + "\n").encode()
+    return len(data), zlib.compress(data, 6)
+
+
+def rows_of(run_id: int, rng: random.Random, script: str) -> dict[type, list[dict]]:
+    """One run and its children as column values. Configurations: steps x topk x draft tokens, 3 repeats."""
+    config = (run_id // 3) % 64
+    params = {"steps": 1 + config % 4, "topk": 1 + config // 4 % 4, "num_draft_tokens": 2 + config // 16,
+              **{f"p{i:02d}": f"value-{i}" for i in range(17)}}
+    metrics = {name: rng.uniform(1, 100) for name in METRICS}
+    metrics["accept_len"] = 1 + params["steps"] * 0.4 + rng.uniform(-0.1, 0.1)
+    return {
+        Run: [{"id": run_id, "uid": f"{run_id:08x}-bench", "experiment": f"exp{(run_id - 1) // EXPERIMENT_RUNS}",
+               "variant": f"s{params['steps']}-k{params['topk']}-d{params['num_draft_tokens']}", "host": f"h{run_id % 8}",
+               "status": "succeeded", "repeat": run_id % 3, "spec_path": "experiments/eagle.yaml",
+               "spec": {"name": "eagle"}, "params": params, "env": {"CUDA_VISIBLE_DEVICES": "0"}, "command": script,
+               "flags": [], "error": None, "diagnosis": None, "controller": "bench:1", "username": "bench",
+               "started_at": f"2026-10-30T12:00:00.{run_id:06d}", "ended_at": "2026-10-30T12:05:00",
+               "plan_key": f"k{config}-{run_id % 3}", "fingerprint": "f"}],
+        MetricRow: [{"run_id": run_id, "name": name, "value": value, "source": "log", "note": ""}
+                    for name, value in metrics.items()],
+        SeriesRow: [{"run_id": run_id, "kind": "decode", "seq": i, "time": f"2026-10-30 12:0{i // 10}:00",
+                     "values": {"running_req": 8, "token": 1000 + i, "accept_len": round(rng.uniform(1, 4), 2),
+                                "gen_throughput": round(rng.uniform(50, 9000), 1)}} for i in range(50)],
+        DebugRow: [{"run_id": run_id, "seq": i, "text": f"[EAGLE3-DEBUG] hidden_states step={i}",
+                    "fields": {"step": str(i)}} for i in range(5)],
+    }
+
+
+def fill(store: Store, upto: int) -> float:
+    """Bulk-insert runs until the database holds `upto`; the seconds it took."""
+    start = time.perf_counter()
+    rng = random.Random(0)
+    script = launch_script(rng)
+    size, blob = compressed_log(rng)
+    with store.engine.connect() as conn:
+        have = conn.execute(select(func.count()).select_from(Run)).scalar() or 0
+    for first in range(have + 1, upto + 1, BATCH):
+        batch: dict[type, list[dict]] = {}
+        for run_id in range(first, min(first + BATCH, upto + 1)):
+            for table, values in rows_of(run_id, rng, script).items():
+                batch.setdefault(table, []).extend(values)
+            batch.setdefault(LogRow, []).append({"run_id": run_id, "size": size, "data": blob})
+        with store.engine.begin() as conn:
+            for table in (Run, MetricRow, SeriesRow, DebugRow, LogRow):
+                columns = set(table.__table__.c.keys())  # type: ignore[attr-defined]
+                conn.execute(insert(table), [{k: v for k, v in row.items() if k in columns} for row in batch[table]])
+        print(f"  filled {min(first + BATCH - 1, upto):,} runs ({time.perf_counter() - start:.0f} s)",
+              end="\r", flush=True)
+    print()
+    return time.perf_counter() - start
+
+
+def orch(db: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "orchestrator.cli", "--db", db, *args]
+
+
+def timed(command: list[str], repeat: int, cwd: Path) -> float | str:
+    """Best wall-clock seconds of `repeat` runs (each run's CPU seconds too: on a shared machine
+    the wall clock also counts waiting for a core)."""
+    best = float("inf")
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+        best = min(best, time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        CPU.setdefault(" ".join(command), []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        if done.returncode != 0:
+            return f"exit {done.returncode}: {(done.stderr or done.stdout).decode().strip().splitlines()[-1:]}"
+    return best
+
+
+def has_command(name: str, cwd: Path) -> bool:
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", name, "--help"], cwd=cwd, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return done.returncode == 0
+
+
+def commands(db: str, runs: int, work: Path) -> dict[str, list[str]]:
+    experiment = f"exp{(runs - 1) // EXPERIMENT_RUNS}"
+    found = {
+        "--help": [sys.executable, "-m", "orchestrator.cli", "--help"],
+        "ls": orch(db, "ls"),
+        "ls --json": orch(db, "ls", "--json"),
+        "ls -n ALL --json": orch(db, "ls", "-n", str(runs), "--json"),
+        "show": orch(db, "show", "last"),
+        "diff": orch(db, "diff", "last~3", "last"),
+    }
+    if has_command("compare", work):
+        found["compare"] = orch(db, "compare", experiment)
+    if has_command("report", work):
+        found["report"] = orch(db, "report", experiment, "-o", str(work / "report.html"))
+    return found
+
+
+def import_log(work: Path, repeat: int) -> float | str:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from logparse import write_log
+
+    log = work / "server.log"
+    if not log.exists():
+        write_log(log, 64, 3)
+    return timed(orch(f"sqlite:///{work / 'import.db'}", "import", str(log)), repeat, work)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", default="1000,100000", help="sizes to fill to and time at, comma-separated")
+    parser.add_argument("--db", help="database URL (default: an SQLite file in a temp folder, kept between sizes)")
+    parser.add_argument("--repeat", type=int, default=3, help="time each command this many times, keep the best")
+    parser.add_argument("--no-import", action="store_true", help="skip the `orch import` of a 64 MB log")
+    args = parser.parse_args()
+    sizes = sorted(int(n) for n in args.runs.split(","))
+    with tempfile.TemporaryDirectory(prefix="orch-bench-store-") as folder:
+        work = Path(folder)
+        db = args.db or f"sqlite:///{work / 'orch.db'}"
+        store = Store(db)
+        figures: dict[int, dict[str, float | str]] = {}
+        for runs in sizes:
+            print(f"{runs:,} runs: fill {fill(store, runs):.1f} s")
+            cmds = commands(db, runs, work)
+            figures[runs] = {name: timed(command, args.repeat, work) for name, command in cmds.items()}
+            for name, value in figures[runs].items():
+                cpu = min(CPU.get(" ".join(cmds[name]), [0.0]))
+                print(f"  {name:18} " + (value if isinstance(value, str) else f"{value:.3f} s  (cpu {cpu:.3f} s)"))
+            path = Path(store.engine.url.database or "")
+            if store.engine.dialect.name == "sqlite" and path.exists():
+                print(f"  database {path.stat().st_size / 2**20:,.0f} MiB, {path.stat().st_size / runs / 1024:.1f} KiB per run")
+        report(figures)
+        if not args.no_import:
+            value = import_log(work, 1)
+            print(f"import 64 MB log    {value if isinstance(value, str) else f'{value:.2f} s'} (goal < 2 s)")
+
+
+def report(figures: dict[int, dict[str, float | str]]) -> None:
+    sizes = sorted(figures)
+    print(f"\n{'command':18} " + " ".join(f"{n:>10,}" for n in sizes) + "     growth   goal")
+    for name in figures[sizes[0]]:
+        values = [figures[n].get(name) for n in sizes]
+        cells = " ".join(f"{v:>9.3f}s" if isinstance(v, float) else f"{'err':>10}" for v in values)
+        first, last = values[0], values[-1]
+        growth = f"{last / first:8.2f}x" if isinstance(first, float) and isinstance(last, float) else " " * 9
+        print(f"{name:18} {cells} {growth}  < {GOALS.get(name, 0.5)} s")
+
+
+if __name__ == "__main__":
+    main()
