@@ -34,6 +34,9 @@ def test_configurations_are_orch_compares_with_the_pareto_front(filled):
     specs, front = page._figures(found)
     assert set(specs) == {"spread-accept_len", "spread-output_tok_s", "by-steps", "by-topk", "headline-over-time",
                           "pareto"}
+    by_steps = specs["by-steps"]
+    assert [t["name"] for t in by_steps["data"]] == ["accept_len", "output_tok_s"]  # startup_s: steady, listed above
+    assert "type" not in by_steps["layout"]["xaxis"] and set(by_steps["data"][0]["x"]) == {1, 3}  # numbers on a line
     assert front == {1, 2, 4}  # the patched run's accept length, steps=3/topk=4 and steps=1/topk=4 the tok/s
     assert len(found.runs) == 9 and "accept_rate" not in c.metrics  # recorded as absent: not a number
 

@@ -51,16 +51,20 @@ def spread_by_config(found: Experiment, metric: str) -> Figure:
 
 
 def metrics_by_param(runs: list[RunData], param: str, metrics: list[str]) -> Figure:
-    """Each metric against one swept param: one panel per metric, stacked, sharing the x axis."""
+    """Each metric against one swept param: one panel per metric, stacked, sharing the x axis
+    (a number line when every value is a number, else the values as categories in order)."""
     panels, gap = len(metrics), 0.04
     height = (1 - gap * (panels - 1)) / panels
+    values = [r.record["params"].get(param) for r in runs]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     layout = _layout(f"metrics against {param}", param, "")
     layout.update(height=max(300, 170 * panels), showlegend=False)
-    layout["xaxis"].update(type="category", anchor=f"y{panels if panels > 1 else ''}")
+    layout["xaxis"].update(anchor=f"y{panels if panels > 1 else ''}",
+                           **({} if numeric else {"type": "category", "categoryorder": "category ascending"}))
     data = []
     for i, metric in enumerate(metrics):
         axis = "" if i == 0 else str(i + 1)
-        points = [(text(r.record["params"].get(param)), r.metrics[metric], r.id) for r in runs if metric in r.metrics]
+        points = [(v if numeric else text(v), r.metrics[metric], r.id) for v, r in zip(values, runs) if metric in r.metrics]
         data.append({"type": "scatter", "mode": "markers", "x": [p[0] for p in points], "y": [p[1] for p in points],
                      "text": [f"run {p[2]}" for p in points], "name": text(metric), "xaxis": "x",
                      "yaxis": f"y{axis}", "hovertemplate": "%{x}: %{y}<br>%{text}<extra></extra>"})
@@ -79,7 +83,12 @@ def headline_over_time(runs: list[RunData]) -> Figure:
                          "y": [p[2] for p in points], "text": [text(p[1] or "") for p in points],
                          "name": text(f"run {run.id} {run.record['variant']}"),
                          "hovertemplate": "#%{x} %{text}: %{y}<extra>%{fullData.name}</extra>"})
-    return {"data": data, "layout": _layout(f"{HEADLINE} over time per run", "log line (in order)", HEADLINE)}
+    layout = _layout(f"{HEADLINE} over time per run", "log line (in order)", HEADLINE)
+    if not data:  # a short workload's server may print no stats line with it
+        layout["annotations"] = [{"text": f"no run's series carries {HEADLINE}: its server log printed no decode "
+                                          "line with it", "showarrow": False, "xref": "paper", "yref": "paper",
+                                  "x": 0.5, "y": 0.5}]
+    return {"data": data, "layout": layout}
 
 
 def pareto(found: Experiment) -> tuple[Figure, set[int]]:

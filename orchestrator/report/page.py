@@ -58,8 +58,9 @@ def _figures(found: Experiment) -> tuple[dict[str, figures.Figure], set[int]]:
         for metric in (m for m in (HEADLINE, figures.THROUGHPUT) if m in c.metrics):
             specs[f"spread-{metric}"] = figures.spread_by_config(found, metric)
         compared = [r for g in c.groups for r in found.group_runs(g)]
+        varying_metrics = [m for m in c.metrics if m not in c.steady]  # a steady one is listed above the table
         for param in (k for k in c.varying if k not in ("variant", "patches")):
-            specs[f"by-{param}"] = figures.metrics_by_param(compared, param, c.metrics)
+            specs[f"by-{param}"] = figures.metrics_by_param(compared, param, varying_metrics)
     specs["headline-over-time"] = figures.headline_over_time(found.runs)
     if c and {HEADLINE, figures.THROUGHPUT} <= set(c.metrics):
         specs["pareto"], front = figures.pareto(found)
