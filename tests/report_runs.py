@@ -29,7 +29,7 @@ def add_run(store: Store, *, variant: str, params: dict, accept: float, tok_s: f
     if patch:
         rows.append(PatchRow(run_id=run.id, seq=1, name=patch, target="engine:x.py", file="/x.py",
                              sha256_before="a" * 64, sha256_after="b" * 64, state="reverted"))
-    store.add_children(rows)  # one INSERT per table
+    store.add(*rows)
     return run
 
 
