@@ -255,17 +255,35 @@ TRIALS = int(os.environ.get("ORCH_INTERRUPT_TRIALS", "20"))
 
 
 @pytest.mark.slow
-def test_signals_at_random_moments_leave_nothing_behind(project):
-    """The trial matrix: a random signal at a random moment plus a random delay, TRIALS times."""
-    spec = sweep_project(project)
-    pristine = prepared(project, spec)
+@pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
+def test_signals_at_random_moments_leave_nothing_behind(project, tmp_path, monkeypatch):
+    """The trial matrix over a 3-host sweep (two local hosts and one over a real sshd): a random
+    signal at a random moment plus a random delay, TRIALS times."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    server = sshd.start(tmp_path / "sshd", "far")
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(server.known_line())
+        spec = sweep_project(project, HOSTS, server.rehearsal_entry(known, project / "far"))
+        _trials(project, spec, (*HOSTS, "far"))
+    finally:
+        server.stop()
+
+
+def _trials(project: Path, spec: Path, hosts: tuple[str, ...]) -> None:
+    done = orch(project, "run", str(spec), "--hosts", ",".join(hosts), "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    pristine = {h: installed(project / h) for h in hosts}
     chance = random.Random(13)
     took_s: list[float] = []
     for trial in range(TRIALS):
         sig = chance.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
         moment = chance.choice(list(MOMENTS))
         delay = chance.uniform(0, 1.0)
-        proc, output, took = interrupt(project, spec, sig, moment, delay)
+        proc, output, took = interrupt(project, spec, sig, moment, delay, hosts=hosts)
         if proc.returncode == 0:  # the sweep ended before the signal: nothing to check but the files
             assert all(installed(project / h) == files for h, files in pristine.items())
             continue

@@ -88,6 +88,8 @@ def test_runs_differing_only_in_workload_use_one_server_in_turn(project, tmp_pat
     # the patches were applied once and reverted once, after the last run; every run's rows say so
     assert all(p["state"] == "reverted" for r in made for p in r["patches"]) and len(made[3]["patches"]) == 3
     assert snapshot(sglang_tree(project)) == shipped(tmp_path)
+    shown = orch(project, "show", str(made[2]["id"])).stdout
+    assert f"server: the one run {launcher['id']} launched" in shown
 
 
 def test_a_sweep_cut_short_between_runs_stops_the_kept_server_and_reverts(project, tmp_path):

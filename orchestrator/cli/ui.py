@@ -115,6 +115,9 @@ def show(record: dict[str, Any]) -> None:
     c.print(f"[bold]run {record['id']}[/] {record['uid']}  {record['experiment']}/{record['variant']} on {record['host']}  "
             f"[{STATUS_STYLE.get(record['status'], '')}]{record['status']}[/]")
     c.print(f"started {record['started_at']}  ended {record['ended_at'] or '-'}")
+    if record.get("server_run_id") not in (None, record["id"]):
+        c.print(f"server: the one run {record['server_run_id']} launched (its command is this run's launch; "
+                "this run launched nothing)")
     if record["flags"]:
         c.print(f"[yellow]flags:[/] {', '.join(record['flags'])}")
     if record["error"]:
