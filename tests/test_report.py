@@ -105,3 +105,15 @@ def test_experiment_records_read_at_once_match_each_runs_record(filled):
             assert got[key] == whole[key], key
         assert got["series"] == [{"kind": p["kind"], "time": p["time"], "accept_len": p["accept_len"]}
                                  for p in whole["series"]]  # only the value the report draws
+
+
+def test_an_experiment_without_a_succeeded_run_still_lists_its_runs(tmp_path):
+    from orchestrator.store.database import Run
+
+    store = Store(f"sqlite:///{tmp_path / 'o.db'}")
+    store.add(Run(uid="2026-failed", experiment="broken", variant="v", host="local", status="failed",
+                  error="server exited 1 <before ready>"))
+    report.write(store, "broken", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert "nothing to compare" in page and "server exited 1 &lt;before ready&gt;" in page
+    assert "no run's series carries accept_len" in page  # the one figure, empty, says why
