@@ -49,13 +49,15 @@ class Browser:
     def __init__(self, profile: Path):
         to_browser, self._to = os.pipe()
         self._from, from_browser = os.pipe()
+        self._log_path = profile.parent / "chromium.log"
+        self._log = self._log_path.open("wb")
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-             f"--user-data-dir={profile}", "--no-first-run", "--disable-extensions", "--disable-sync",
-             "--disable-background-networking", "--disable-component-update", "--window-size=1280,900",
-             "about:blank"],
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--remote-debugging-pipe", f"--user-data-dir={profile}", "--no-first-run", "--disable-extensions",
+             "--disable-sync", "--disable-background-networking", "--disable-component-update",
+             "--window-size=1280,900", "about:blank"],
             pass_fds=(3, 4), preexec_fn=lambda: _as_fds_3_and_4(to_browser, from_browser),
-            stdout=subprocess.DEVNULL, stderr=(profile.parent / "chromium.log").open("wb"))
+            stdout=subprocess.DEVNULL, stderr=self._log)
         os.close(to_browser)
         os.close(from_browser)
         self._buffer, self._next, self.events = b"", 0, []
@@ -76,7 +78,8 @@ class Browser:
         while b"\0" not in self._buffer:
             chunk = os.read(self._from, 1 << 20)
             if not chunk:
-                raise AssertionError("chromium closed its DevTools pipe")
+                tail = self._log_path.read_text(errors="replace")[-2000:]
+                raise AssertionError(f"chromium closed its DevTools pipe; its output:\n{tail}")
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
@@ -113,6 +116,7 @@ class Browser:
     def close(self):
         self.proc.kill()
         self.proc.wait()
+        self._log.close()
 
 
 def test_report_opens_offline_with_every_figure_drawn(tmp_path):
