@@ -5,6 +5,7 @@ hosts, no run is left `running`, and orch exits 130 with a line per host and the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -82,10 +84,7 @@ def wait_for(proc: subprocess.Popen, marker: str, seconds: float = 120) -> str:
 
 
 def prepared(project: Path, spec: Path) -> dict[str, dict[str, str]]:
-    """Install every host's stand-in (a dry run) and hash it pristine."""
-    done = orch(project, "run", str(spec), "--hosts", ",".join(HOSTS), "--dry-run")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return {h: installed(project / h) for h in HOSTS}
+    return installed_everywhere(project, spec, HOSTS)
 
 
 def interrupt(project: Path, spec: Path, sig: signal.Signals, moment: str, delay: float = 0.0,
@@ -181,6 +180,17 @@ def test_orch_revert_stops_a_server_left_by_a_run_already_marked_ended(project):
 @pytest.mark.slow
 @pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
 def test_sigterm_over_a_real_sshd_host_and_a_local_one(project, tmp_path, monkeypatch):
+    with far_host(project, tmp_path, monkeypatch) as entry:
+        spec = sweep_project(project, ("h1",), entry)
+        hosts = ("h1", "far")
+        pristine = installed_everywhere(project, spec, hosts)
+        proc, output, _ = interrupt(project, spec, signal.SIGTERM, "workload", hosts=hosts)
+        assert_clean(project, pristine, proc, output, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def far_host(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A rehearsal host `far` over a real sshd (its own HOME, no agent): its inventory entry."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -189,16 +199,16 @@ def test_sigterm_over_a_real_sshd_host_and_a_local_one(project, tmp_path, monkey
     try:
         known = tmp_path / "known_hosts"
         known.write_text(server.known_line())
-        entry = server.rehearsal_entry(known, project / "far")
-        spec = sweep_project(project, ("h1",), entry)
-        hosts = ("h1", "far")
-        done = orch(project, "run", str(spec), "--hosts", ",".join(hosts), "--dry-run")
-        assert done.returncode == 0, done.stdout + done.stderr
-        pristine = {h: installed(project / h) for h in hosts}
-        proc, output, _ = interrupt(project, spec, signal.SIGTERM, "workload", hosts=hosts)
-        assert_clean(project, pristine, proc, output, signal.SIGTERM)
+        yield server.rehearsal_entry(known, project / "far")
     finally:
         server.stop()
+
+
+def installed_everywhere(project: Path, spec: Path, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Install every host's stand-in (a dry run) and hash it pristine."""
+    done = orch(project, "run", str(spec), "--hosts", ",".join(hosts), "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {h: installed(project / h) for h in hosts}
 
 
 def test_a_closed_terminal_stops_every_host_and_reverts_every_patch(project):
@@ -259,24 +269,12 @@ TRIALS = int(os.environ.get("ORCH_INTERRUPT_TRIALS", "20"))
 def test_signals_at_random_moments_leave_nothing_behind(project, tmp_path, monkeypatch):
     """The trial matrix over a 3-host sweep (two local hosts and one over a real sshd): a random
     signal at a random moment plus a random delay, TRIALS times."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    server = sshd.start(tmp_path / "sshd", "far")
-    try:
-        known = tmp_path / "known_hosts"
-        known.write_text(server.known_line())
-        spec = sweep_project(project, HOSTS, server.rehearsal_entry(known, project / "far"))
-        _trials(project, spec, (*HOSTS, "far"))
-    finally:
-        server.stop()
+    with far_host(project, tmp_path, monkeypatch) as entry:
+        _trials(project, sweep_project(project, HOSTS, entry), (*HOSTS, "far"))
 
 
 def _trials(project: Path, spec: Path, hosts: tuple[str, ...]) -> None:
-    done = orch(project, "run", str(spec), "--hosts", ",".join(hosts), "--dry-run")
-    assert done.returncode == 0, done.stdout + done.stderr
-    pristine = {h: installed(project / h) for h in hosts}
+    pristine = installed_everywhere(project, spec, hosts)
     chance = random.Random(13)
     took_s: list[float] = []
     for trial in range(TRIALS):
