@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import ROOT
 
 CHECKED = ["orchestrator/core", "orchestrator/remote", "orchestrator/engines/base.py", "orchestrator/testing.py",
-           "orchestrator/__init__.py"]
+           "orchestrator/__init__.py", "orchestrator/report"]
 
 
 def _config() -> dict[str, object]:
