@@ -63,6 +63,26 @@ def test_run_returns_exit_codes_and_output_without_raising(host):
     assert bash_only.out == "2\n"
 
 
+def test_commands_run_on_resident_shells_framed_exactly(host):
+    """One login shell serves many commands (its rc files run once); commands at once get a shell
+    each; any bytes in and out (NULs, newlines, no trailing newline) come back exactly, with the
+    exit status, and the next command on that shell is in step."""
+    blob = bytes(range(256)) * 64
+
+    async def work(conn):
+        parents = [(await conn.run("echo $PPID", idempotent=i % 2 == 0)).out for i in range(6)]
+        together = await asyncio.gather(*(conn.run("sleep 0.3; echo $PPID") for _ in range(3)))
+        echoed = await conn.run("cat; printf 'tail' >&2; exit 7", input=blob)
+        after = await conn.run("printf 'no newline'")
+        return parents, [t.out for t in together], echoed, after
+
+    parents, together, echoed, after = session(host, work)
+    assert len(set(parents)) == 1  # the same resident bash started each command
+    assert len(set(together)) == 3  # three at once: three shells
+    assert (echoed.exit_status, echoed.stdout, echoed.stderr) == (7, blob, b"tail")
+    assert after.stdout == b"no newline" and after.ok
+
+
 def test_run_timeout_raises_host_error(host):
     async def work(conn):
         with pytest.raises(HostError, match="timed out after 0.5 s"):

@@ -1,8 +1,10 @@
 """The `Connection` protocol over SSH (asyncssh; `dial.py` opens the connection, `hostkeys.py` judges keys).
 
-One connection per host, reused by every stage of a command: commands run on exec channels (at
-most `CHANNELS` open at once, under stock sshd's `MaxSessions 10`), files move over one SFTP
-channel, and the server's port is reached through local port forwarding.
+One connection per host, reused by every stage of a command: commands run on resident shells
+(`resident.py`: one bash per session channel, kept for the next command; an exec channel per
+command where a resident shell cannot start), at most `CHANNELS` channels open at once, under
+stock sshd's `MaxSessions 10`; files move over one SFTP channel, and the server's port is reached
+through local port forwarding.
 
 A dropped link surfaces as `LinkLost` (never as a silent exit status), a host that cannot be
 reached as `Unreachable`; `remote/reconnecting.py` builds reconnection on those two.
@@ -26,6 +28,7 @@ from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
 from .base import Completed, FileStat, LinkLost, Reconnection, command_failed
 from .dial import CONNECT_TIMEOUT, connect, reason as _reason, target as _target
+from .resident import Broken, NotStarted, Resident
 
 CHANNELS = 8  # per connection, the SFTP channel included; stock sshd allows 10 (MaxSessions)
 PUT_FILES_AT_ONCE = 16
@@ -64,6 +67,8 @@ class SSHConnection:
         self._sftp: asyncssh.SFTPClient | None = None
         self._sftp_lock = asyncio.Lock()
         self._forwards: dict[int, asyncssh.SSHListener] = {}
+        self._residents: list[Resident] = []  # idle resident shells
+        self._exec_only = False  # a resident shell would not start here: an exec channel per command
 
     @property
     def reconnections(self) -> Sequence[Reconnection]:
@@ -86,6 +91,9 @@ class SSHConnection:
         except BaseException:
             conn.close()
             raise
+        resident = await self._start_resident()  # its login shell starts now, while the caller goes on
+        if resident is not None:
+            self._residents.append(resident)
         return self
 
     # -- commands -------------------------------------------------------------------------
@@ -93,10 +101,15 @@ class SSHConnection:
     async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None,
                   idempotent: bool = False) -> Completed:
         """Run `command` under bash (as the local transport does), whatever the login shell is.
-        (`idempotent` matters only to a reconnecting wrapper; this connection never resends.)"""
+        (`idempotent`: a command whose resident shell ended under it runs again on an exec channel;
+        a reconnecting wrapper also resends it after a dropped link.)"""
         async with self._commands:
             if self._conn.is_closed():
                 raise self._lost("run a command", None, started=False)
+            if not self._exec_only:
+                done = await self._run_resident(command, timeout, input, idempotent)
+                if done is not None:
+                    return done
             try:
                 process = await self._conn.create_process(
                     shell.in_bash(command, deadline=timeout), encoding=None,
@@ -126,6 +139,50 @@ class SSHConnection:
         status = done.exit_status if done.exit_status is not None else -1
         # encoding=None: asyncssh hands bytes (its completed-process type covers text too)
         return Completed(command, status, cast(bytes, done.stdout or b""), cast(bytes, done.stderr or b""))
+
+    async def _run_resident(self, command: str, timeout: float | None, input: bytes | None,
+                            idempotent: bool) -> Completed | None:
+        """`command` on an idle resident shell (a new one when none is idle); None: run it on an
+        exec channel instead (no resident shell starts here, or one ended under an idempotent command)."""
+        resident = self._residents.pop() if self._residents else await self._start_resident()
+        if resident is None:
+            return None
+        try:
+            status, out, err = await asyncio.wait_for(resident.run(shell.in_bash(command, deadline=timeout), input,
+                                                                   held=not idempotent),
+                                                      timeout)
+        except asyncio.TimeoutError:
+            resident.stop()
+            resident.close()
+            raise HostError(f"{self.host.name}: command timed out after {timeout} s: {command[:120]}") from None
+        except NotStarted:
+            resident.close()
+            if self._conn.is_closed():
+                raise self._lost("run a command", None, started=False) from None
+            self._exec_only = True  # e.g. no bash, or a forced command: an exec channel per command, as before
+            return None
+        except (Broken, asyncssh.Error, OSError) as exc:
+            resident.close()
+            if self._conn.is_closed() or isinstance(exc, (ConnectionError, asyncssh.DisconnectError)):
+                raise self._lost("finish a command", exc, started=True) from None
+            if idempotent:
+                return None
+            raise HostError(f"{self.host.name}: the shell running a command ended ({exc}); it may have run: "
+                            f"{command[:120]}") from None
+        except BaseException:  # cancelled mid-command: the shell is out of step, never reused (it ends
+            resident.close()  # after the command, as an exec channel's command does once closed)
+            raise
+        self._residents.append(resident)
+        return Completed(command, status, out, err)
+
+    async def _start_resident(self) -> Resident | None:
+        try:
+            return await Resident.start(self._conn)
+        except (asyncssh.Error, OSError) as exc:
+            if self._conn.is_closed():
+                raise self._lost("run a command", exc, started=False) from None
+            self._exec_only = True  # the host refuses another session channel: the exec channel as before
+            return None
 
     # -- files ----------------------------------------------------------------------------
 
@@ -242,6 +299,9 @@ class SSHConnection:
         return ("127.0.0.1", listener.get_port())
 
     async def close(self) -> None:
+        for resident in self._residents:
+            resident.close()
+        self._residents.clear()
         for listener in self._forwards.values():
             listener.close()
         self._forwards.clear()
