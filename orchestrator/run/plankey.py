@@ -45,18 +45,20 @@ HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus", overlay.PARAM})
 
 def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
     """The plans with their fingerprint and server key set (the spec-wide parts are read once per workload)."""
-    digests: dict[Workload, str] = {}
+    digests: dict[str, str] = {}
     launch = _launch_digest(spec)
     return [dataclasses.replace(p, fingerprint=fingerprint(spec, p, digests), server_key=server_key(spec, p, launch))
             for p in plans]
 
 
-def fingerprint(spec: Spec, plan: RunPlan, digests: dict[Workload, str] | None = None) -> str:
+def fingerprint(spec: Spec, plan: RunPlan, digests: dict[str, str] | None = None) -> str:
+    """`digests`: the spec-wide digest by workload (as JSON: a workload may hold lists and mappings)."""
     load = plan.workload or spec.workload
     digests = {} if digests is None else digests
-    if load not in digests:
-        digests[load] = _spec_digest(spec, load)
-    return _digest([digests[load], *_plan_parts(spec, plan)])
+    key = json.dumps(dataclasses.asdict(load), sort_keys=True, default=str)
+    if key not in digests:
+        digests[key] = _spec_digest(spec, load)
+    return _digest([digests[key], *_plan_parts(spec, plan)])
 
 
 def server_key(spec: Spec, plan: RunPlan, launch: str | None = None) -> str:
