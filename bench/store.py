@@ -164,6 +164,7 @@ def main() -> None:
     parser.add_argument("--runs", default="1000,100000", help="sizes to fill to and time at, comma-separated")
     parser.add_argument("--db", help="database URL (default: an SQLite file in a temp folder, kept between sizes)")
     parser.add_argument("--repeat", type=int, default=3, help="time each command this many times, keep the best")
+    parser.add_argument("--fill-only", action="store_true", help="only fill --db to the largest size (to time later)")
     parser.add_argument("--no-import", action="store_true", help="skip the `orch import` of a 64 MB log")
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.runs.split(","))
@@ -172,6 +173,9 @@ def main() -> None:
         db = args.db or f"sqlite:///{work / 'orch.db'}"
         store = Store(db)
         figures: dict[int, dict[str, float | str]] = {}
+        if args.fill_only:
+            print(f"{sizes[-1]:,} runs: fill {fill(store, sizes[-1]):.1f} s")
+            return
         for runs in sizes:
             print(f"{runs:,} runs: fill {fill(store, runs):.1f} s")
             cmds = commands(db, runs, work)

@@ -5,6 +5,7 @@ the commands live in `runs`, `records`, `hosts` and `inputs`, imported at the en
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -13,18 +14,39 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-# Only light modules at the top: each command imports the heavy ones (the database layer, the run
-# lifecycle, SSH) it needs, so `orch hosts check` or `orch --help` start in a fraction of the time.
-from orchestrator.core import inventory as inventories, spec as specs
-from . import ui
+
+def _on_first_use(*names: str) -> None:
+    """These modules load when a command first touches them, not when the commands register, so
+    `orch --help` and each command read only what they use (the standard library's LazyLoader)."""
+    for name in names:
+        if name in sys.modules:
+            continue
+        found = importlib.util.find_spec(name)
+        assert found is not None and found.loader is not None, name
+        found.loader = importlib.util.LazyLoader(found.loader)
+        module = importlib.util.module_from_spec(found)
+        sys.modules[name] = module
+        found.loader.exec_module(module)
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, module)  # `from parent import child` then finds it unloaded
+
+
+# Each command imports the heavy modules (the database layer, the run lifecycle, SSH) inside it; the
+# ones the command modules name at their top (output, specs, comparisons) wait for first use.
+_on_first_use("orchestrator.cli.ui", "orchestrator.core.inventory", "orchestrator.core.spec",
+              "orchestrator.core.diff", "orchestrator.core.compare", "orchestrator.run.plankey",
+              "orchestrator.engines")
+from orchestrator.core import inventory as inventories, spec as specs  # noqa: E402
+from . import ui  # noqa: E402
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
 
 if TYPE_CHECKING:
     from orchestrator.store.database import Store
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Plain help and usage errors (no rich_markup_mode): rich would cost `orch --help` a third of its time
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Run LLM-serving experiments on GPU hosts and keep an exact record of every run.")
-hosts_app = typer.Typer(help="The hosts of the inventory.", invoke_without_command=True)
+hosts_app = typer.Typer(help="The hosts of the inventory.", invoke_without_command=True, rich_markup_mode=None)
 app.add_typer(hosts_app, name="hosts")
 
 

@@ -8,9 +8,6 @@ from typing import Any, Optional
 
 import typer
 
-from rich.markup import escape
-from rich.table import Table
-
 from orchestrator.core import compare as comparing
 from orchestrator.errors import SpecError
 from . import _store, app, dumps, ui
@@ -83,6 +80,9 @@ def compare_command(
 
 
 def table(c: comparing.Comparison, counted: int) -> None:
+    from rich.markup import escape  # here, not at the top: `orch --help` does without rich
+    from rich.table import Table
+
     direction = "lower is better" if comparing.lower_is_better(c.by) else "higher is better"
     ui.console.print(f"[bold]{escape(c.experiment)}[/]: {counted} succeeded run(s) in {len(c.groups)} configuration(s)"
                      f"; left out: {_left_out(c.left_out)}", soft_wrap=True)
@@ -112,6 +112,9 @@ def table(c: comparing.Comparison, counted: int) -> None:
 def diff_configurations(experiment: str, where_items: list[str], vs_items: list[str], as_json: bool) -> None:
     """`orch diff EXPERIMENT --where ... --vs ...`: side A matches --where, side B the same with --vs
     changing (or adding) conditions; each side must be one configuration."""
+    from rich.markup import escape  # here, not at the top: `orch --help` does without rich
+    from rich.table import Table
+
     from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
 
     where, vs = parse_where(where_items), parse_where(vs_items, "--vs")

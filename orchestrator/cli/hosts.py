@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
@@ -66,6 +65,7 @@ def _on_hosts(hosts: list[inventories.Host], work: Callable[[Held], Awaitable[T]
     """`work` on every host at once, each inside the host lifecycle (`host/lifecycle.py`)."""
     from orchestrator.host import lifecycle
 
+    import asyncio  # here, not at the top: `orch --help` does without it
     return asyncio.run(lifecycle.on_hosts(hosts, work, ui.progress, locking))
 
 
@@ -167,6 +167,7 @@ def hosts_check(
     chosen = _chosen(hosts)
     every = [engines.get(name) for name in engines.KNOWN]
     packages = tuple((engine.package, engine.version_files()) for engine in every)
+    import asyncio  # here, not at the top: `orch --help` does without it
     facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout, packages=packages))
     if as_json:
         ui.raw(json.dumps([f.as_json() for f in facts], indent=2) + "\n")

@@ -3,7 +3,6 @@ checkpoints, vetted before any run, and the server log of a run made by hand."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,6 +26,7 @@ def check(
     from orchestrator.run import check as checks
 
     spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
+    import asyncio  # here, not at the top: `orch --help` does without it
     groups = asyncio.run(checks.check_plans(spec, plans, chosen))
     if as_json:
         ui.raw(dumps(groups) + "\n")
@@ -66,4 +66,5 @@ def _log_source(log: str, debug_pattern: str, logimport: Any) -> Any:
     if remote is None:
         raise SpecError(f"{log}: no such file here, and {log.partition(':')[0]!r} is not a host of "
                         f"{settings.inventory}; give a local path or HOST:PATH")
+    import asyncio  # here, not at the top: `orch --help` does without it
     return asyncio.run(logimport.read_remote(hosts[remote[0]], remote[1], debug_pattern))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Optional
 
 import typer
@@ -125,6 +124,7 @@ def logs(
             ui.raw(line["text"] + "\n")
         return
     if follow and run_row.status == RUNNING:
+        import asyncio  # here, not at the top: `orch --help` does without it
         asyncio.run(_follow(run_row))
         return
     data = store.log(run_row)
@@ -134,6 +134,8 @@ def logs(
 
 
 async def _follow(run_row: Any) -> None:
+    import asyncio
+
     from orchestrator.host import server
     from orchestrator.host.session import HostSession
 
