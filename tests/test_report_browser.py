@@ -119,6 +119,28 @@ class Browser:
         self._log.close()
 
 
+def look(browser: Browser, page_file: Path) -> dict:
+    """Open the file in a new tab and read what a reader would see: the figures drawn (id, svg
+    count, marks), every request, the console errors, the screenshot and its pixel spread."""
+    page = browser.open(page_file.as_uri())
+    browser.wait(page, "document.readyState === 'complete' && document.querySelectorAll('svg.main-svg').length > 0")
+    drawn = browser.evaluate(page, FIGURES_DRAWN)
+    requests, errors = browser.seen(page)
+    shot = browser.call("Page.captureScreenshot", page, format="png")["data"]
+    browser.call("Network.disable", page)  # the spread check loads the screenshot as a data: URL
+    spread = browser.evaluate(page, PIXEL_SPREAD.replace("SHOT", json.dumps(shot)))
+    return {"page": page, "drawn": drawn, "requests": requests, "errors": errors, "shot": base64.b64decode(shot),
+            "spread": spread}
+
+
+def assert_seen_whole(seen: dict, page_file: Path, figures: set[str]) -> None:
+    assert seen["requests"] == [page_file.as_uri()], seen["requests"]  # the file itself and nothing else
+    assert seen["errors"] == []
+    assert {name for name, _, _ in seen["drawn"]} == figures
+    assert all(svgs >= 1 and marks >= 1 for _, svgs, marks in seen["drawn"]), seen["drawn"]
+    assert len(seen["shot"]) > 10_000 and seen["spread"] > 100, seen["spread"]
+
+
 def test_report_opens_offline_with_every_figure_drawn(tmp_path):
     out = tmp_path / "report.html"
     report.write(fill(tmp_path / "o.db"), "sweep", out)
@@ -126,24 +148,37 @@ def test_report_opens_offline_with_every_figure_drawn(tmp_path):
     control.write_text('<img src="http://example.invalid/x.png"><script>throw new Error("control")</script>')
     browser = Browser(tmp_path / "profile")
     try:
-        page = browser.open(out.as_uri())
-        browser.wait(page, "document.readyState === 'complete' && document.querySelectorAll('svg.main-svg').length > 0")
-        drawn = browser.evaluate(page, FIGURES_DRAWN)
-        requests, errors = browser.seen(page)
-        shot = browser.call("Page.captureScreenshot", page, format="png")["data"]
-        browser.call("Network.disable", page)  # the spread check loads the screenshot as a data: URL
-        spread = browser.evaluate(page, PIXEL_SPREAD.replace("SHOT", json.dumps(shot)))
-        injected = browser.evaluate(page, "typeof window.__injected")
+        seen = look(browser, out)
+        injected = browser.evaluate(seen["page"], "typeof window.__injected")
         guard = browser.open(control.as_uri())
         browser.wait(guard, "document.readyState === 'complete'")
         control_requests, control_errors = browser.seen(guard)
     finally:
         browser.close()
-    assert requests == [out.as_uri()], requests  # the file itself and nothing else
-    assert errors == []
+    assert_seen_whole(seen, out, {"spread-accept_len", "spread-output_tok_s", "by-model", "by-steps", "by-topk",
+                                  "headline-over-time", "pareto"})
     assert injected == "undefined"  # the hostile run's markup stayed text
-    assert {name for name, _, _ in drawn} == {"spread-accept_len", "spread-output_tok_s", "by-model", "by-steps",
-                                              "by-topk", "headline-over-time", "pareto"}
-    assert all(svgs >= 1 and marks >= 1 for _, svgs, marks in drawn), drawn
-    assert len(base64.b64decode(shot)) > 10_000 and spread > 100, spread
     assert "http://example.invalid/x.png" in control_requests and any("control" in e for e in control_errors)
+
+
+@pytest.mark.slow
+def test_the_report_of_a_rehearsal_sweep(project):
+    """A real rehearsal sweep (3 steps x 2 topk, 2 repeats, the 2 variants: 24 runs) recorded, reported, opened."""
+    from conftest import ROOT, free_port
+    from test_run import orch
+
+    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("requests: 16", "requests: 4")
+    path = project / "experiments" / "sweep.yaml"
+    path.write_text(text + "\nmatrix:\n  speculative_num_steps: [3, 5, 7]\n  speculative_eagle_topk: [1, 4]\n"
+                    "repeats: 2\n")
+    assert orch(project, "run", str(path), "--set", f"port={free_port()}").returncode == 0
+    done = orch(project, "report", "eagle_debug", "-o", "report.html")
+    assert done.returncode == 0, done.stderr
+    browser = Browser(project / "profile")
+    try:
+        seen = look(browser, project / "report.html")
+    finally:
+        browser.close()
+    swept = {"by-speculative_algorithm", "by-speculative_num_steps", "by-speculative_eagle_topk"}
+    assert_seen_whole(seen, project / "report.html", {"spread-accept_len", "spread-output_tok_s", "headline-over-time",
+                                                      "pareto", *swept})
