@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,12 +14,35 @@ from orchestrator import engines
 from orchestrator.errors import SpecError
 from .spec import ENV_NAME
 
-TRANSPORTS = ("local", "ssh")
+TRANSPORTS = ("local", "ssh", "slurm")
 HOST_KEY_POLICIES = ("strict", "accept-new")
 HOST_KEYS = {
     "transport", "address", "port", "user", "identity", "proxy_jump", "ssh_config", "host_key_policy",
     "known_hosts", "workdir", "python", "gpus", "env", "tags", "rehearsal", "vars", "secrets",
 }
+# a `transport: slurm` entry: the login node (`local`, or an address reached over SSH with the
+# entry's ssh keys) and the allocation orch asks for; no `address:` or `gpus:` of its own
+SLURM_KEYS = (HOST_KEYS - {"address", "gpus"}) | {"login", "partition", "gpus_per_node", "time", "account", "options"}
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.+-]+")  # a partition or account name
+SLURM_TIME = re.compile(r"\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}){0,2}")  # minutes, M:S, H:M:S, D-H[:M[:S]]
+SLURM_OPTION = re.compile(r"--[a-z][a-z0-9-]*(=\S+)?")
+# what orch itself sets on the job: an option for them would contradict the entry's keys
+SLURM_OWN = {"job-name": "the job's name marks it as orch's", "comment": "it names orch's controller", "partition": "use `partition:`", "time": "use `time:`",
+             "account": "use `account:`", "nodes": "a run asks for its nodes", "output": "orch discards the job's output",
+             "wrap": "orch gives the job its placeholder command", "parsable": "orch reads the job id with it",
+             "gpus-per-node": "use `gpus_per_node:`", "gres": "use `gpus_per_node:`", "gpus": "use `gpus_per_node:`"}
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What a `transport: slurm` entry asks Slurm for, and through which login node."""
+
+    login: str  # "local" (this machine is the login node) or the login node's address, reached over SSH
+    partition: str | None = None
+    gpus_per_node: int = 0
+    time: str | None = None  # Slurm's time format
+    account: str | None = None
+    options: tuple[str, ...] = ()  # more sbatch options, each one `--name` or `--name=value`
 
 
 @dataclass(frozen=True)
@@ -40,6 +65,14 @@ class Host:
     rehearsal: str | None = None  # on a rehearsal host, the emulated release (see `_rehearsal_release`)
     vars: dict[str, Any] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
+    slurm: Allocation | None = None  # set for `transport: slurm`
+
+    def login_host(self) -> "Host":
+        """A slurm entry's login node as a host of its own (its ssh keys are the entry's)."""
+        assert self.slurm is not None
+        if self.slurm.login == "local":
+            return dataclasses.replace(self, transport="local", address=None, slurm=None)
+        return dataclasses.replace(self, transport="ssh", address=self.slurm.login, slurm=None)
 
     @property
     def rehearsal_dir(self) -> str | None:
@@ -95,8 +128,8 @@ def load(path: Path) -> Inventory:
 
 
 def _host(name: str, body: yamlfile.Located) -> Host:
-    yamlfile.check_keys(body, HOST_KEYS, f"host '{name}'")
     transport = body.get("transport", "ssh")
+    yamlfile.check_keys(body, SLURM_KEYS if transport == "slurm" else HOST_KEYS, f"host '{name}'")
     if transport not in TRANSPORTS:
         raise SpecError(f"{body.where('transport')}: host '{name}' transport {transport!r} is not one of "
                         f"{', '.join(TRANSPORTS)}; {yamlfile.did_you_mean(str(transport), TRANSPORTS)}")
@@ -124,7 +157,11 @@ def _host(name: str, body: yamlfile.Located) -> Host:
         names.identifier(tag, body.where("tags"), f"host '{name}' tag", "tags are names, e.g. [h100, big]")
     variables = body.get("vars") or {}
     yamlfile.require_mapping(variables, body.where("vars"), f"host '{name}' vars")
-    default_python = sys.executable if transport == "local" else "python3"
+    allocation = _allocation(name, body) if transport == "slurm" else None
+    if allocation is not None:
+        gpus = allocation.gpus_per_node
+    login_local = allocation is not None and allocation.login == "local"
+    default_python = sys.executable if transport == "local" or login_local else "python3"
     rehearsal = _rehearsal_release(name, body)
 
     def text(key: str) -> str | None:
@@ -153,7 +190,52 @@ def _host(name: str, body: yamlfile.Located) -> Host:
         rehearsal=rehearsal,
         vars=dict(variables),
         secrets=_secret_names(name, body),
+        slurm=allocation,
     )
+
+
+def _allocation(name: str, body: yamlfile.Located) -> Allocation:
+    """A slurm entry's allocation keys, each checked as data: nothing of them reaches a shell
+    unquoted (`core/shell.py` quotes every option as one word)."""
+    what = f"host '{name}'"
+    login = body.get("login")
+    if not isinstance(login, str) or not login or any(c.isspace() for c in login):
+        raise SpecError(f"{body.where('login')}: {what} (transport: slurm) needs `login:`: `local` when this machine "
+                        "is the login node, else the login node's address (reached over SSH with the entry's ssh keys)")
+    if not isinstance(body.get("workdir"), str):
+        raise SpecError(f"{body.where('workdir')}: {what} (transport: slurm) needs `workdir:` on the cluster's shared "
+                        "filesystem (the nodes' lock, journal and run folders live there), e.g. /shared/$USER/orch")
+    gpus = body.get("gpus_per_node", 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise SpecError(f"{body.where('gpus_per_node')}: {what} gpus_per_node must be a whole number >= 0")
+    names = {}
+    for key in ("partition", "account"):
+        value = body.get(key)
+        if value is not None and not (isinstance(value, str) and SLURM_NAME.fullmatch(value)):
+            raise SpecError(f"{body.where(key)}: {what} `{key}` must be a Slurm name (letters, digits, _ . + -), "
+                            f"got {value!r}")
+        names[key] = value
+    time = body.get("time")
+    if time is not None and not SLURM_TIME.fullmatch(str(time)):
+        raise SpecError(f"{body.where('time')}: {what} `time` {time!r} is not a Slurm time limit: minutes, M:SS, "
+                        "H:MM:SS or D-H:MM:SS, e.g. \"2:00:00\" (quote it: YAML reads 1:30 as a number)")
+    return Allocation(login, names["partition"], gpus, None if time is None else str(time), names["account"],
+                      _slurm_options(what, body))
+
+
+def _slurm_options(what: str, body: yamlfile.Located) -> tuple[str, ...]:
+    options = body.get("options") or []
+    if not isinstance(options, list):
+        raise SpecError(f"{body.where('options')}: {what} `options` must be a list of sbatch options, "
+                        "e.g. [--qos=high, --constraint=h100]")
+    for option in options:
+        if not isinstance(option, str) or not SLURM_OPTION.fullmatch(option):
+            raise SpecError(f"{body.where('options')}: {what} option {option!r} is not one sbatch option: write "
+                            "`--name` or `--name=value` as one item, no spaces (e.g. --qos=high, not \"--qos high\")")
+        own = option[2:].split("=", 1)[0]
+        if own in SLURM_OWN:
+            raise SpecError(f"{body.where('options')}: {what} option {option} is orch's to set ({SLURM_OWN[own]})")
+    return tuple(options)
 
 
 def _secret_names(name: str, body: yamlfile.Located) -> tuple[str, ...]:

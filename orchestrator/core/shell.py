@@ -6,6 +6,7 @@ Callers pass plain values; nothing else in orch joins user values into shell tex
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 import shlex
 from collections.abc import Iterable
@@ -609,3 +610,91 @@ def resident_call(tag: str, command: str, input_bytes: int, held: bool) -> str:
 
 
 RESIDENT_GO = "go\n"
+
+# -- Slurm (`remote/slurm.py`): commands run on a slurm entry's login node ----------------------
+
+STEP_MARK = "__ORCH_STEP__"  # ends a step's stdout and stderr, then its command's exit status in 3 digits
+STEP_TOKEN = "ORCH_STEP"  # in the environment of every process a step's command started
+
+
+def slurm_submit(name: str, comment: str, nodes: int, partition: str | None, account: str | None,
+                 time: str | None, gpus_per_node: int, options: Iterable[str]) -> str:
+    """Ask for `nodes` nodes: the job id (and the cluster's name after `;`) at once, however long
+    the job then waits. The job's own command only holds the allocation; orch's steps overlap it."""
+    args = ["sbatch", "--parsable", f"--job-name={name}", f"--comment={comment}", f"--nodes={nodes}",
+            "--output=/dev/null", "--wrap=exec sleep infinity"]
+    args += [f"--{key}={value}" for key, value in (("partition", partition), ("account", account), ("time", time))
+             if value is not None]
+    if gpus_per_node:
+        args.append(f"--gpus-per-node={gpus_per_node}")
+    return join([*args, *options])
+
+
+def slurm_job_state(job: str) -> str:
+    """`STATE REASON NODELIST` of the job; nothing (or an error) once Slurm has forgotten it."""
+    return f"squeue -h -j {quote(job)} -o '%T %r %N'"
+
+
+def slurm_hostnames(nodelist: str) -> str:
+    return f"scontrol show hostnames {quote(nodelist)}"
+
+
+def slurm_cancel(job: str) -> str:
+    return f"scancel {quote(job)}"
+
+
+def slurm_step(job: str, node: str, gpus: int, chdir: str, command: str, token: str, with_input: bool) -> str:
+    """Run `command` on `node` as a step of `job` (`srun --overlap`: beside the job's other steps),
+    through files in a temp folder on the login node.
+
+    A step lasts while any process it started lives, so a server launched detached survives the
+    command that launched it (a cluster that tracks a step's processes by cgroup ends them all with
+    the step): on the node, the command's processes carry `token` in their environment, and once
+    the command is done the step ends its stdout and stderr with STEP_MARK and its exit status,
+    then waits while a process carrying the token lives. On the login node, srun runs in a session
+    of its own; this returns as soon as both streams end with the mark, their bytes without it.
+    No mark: srun itself failed (the job is gone, the node is not in it): stderr starts with a
+    STEP_MARK line, then srun's own, and its status stands.
+    """
+    node_side = (f"{STEP_TOKEN}={quote(token)} bash -c {quote(command)}; c=$?; "
+                 f"printf '{STEP_MARK}%03d\\n' \"$c\"; printf '{STEP_MARK}%03d\\n' \"$c\" >&2; exec >/dev/null 2>&1; "
+                 f"while grep -qsxz {quote(f'{STEP_TOKEN}={token}')} /proc/[0-9]*/environ; do sleep 1; done")
+    srun = ["srun", f"--jobid={job}", f"--nodelist={node}", "--nodes=1", "--ntasks=1", "--overlap", "--quiet",
+            f"--chdir={chdir}", *([f"--gres=gpu:{gpus}"] if gpus else []), "bash", "-c", node_side]
+    n = len(STEP_MARK) + 4
+    ends = f'[ "$(tail -c {n} "$d/out" | head -c {len(STEP_MARK)})" = {STEP_MARK} ] && [ "$(tail -c {n} "$d/err" | head -c {len(STEP_MARK)})" = {STEP_MARK} ]'
+    return (
+        "d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
+        + ('cat > "$d/in"; ' if with_input else ': > "$d/in"; ')
+        + f'setsid {join(srun)} < "$d/in" > "$d/out" 2> "$d/err" & p=$!; '
+        + f"while kill -0 $p 2>/dev/null && ! {{ {ends}; }}; do sleep 0.02; done; "
+        + f"if {ends}; then head -c -{n} \"$d/out\"; head -c -{n} \"$d/err\" >&2; "
+        + f'exit $((10#$(tail -c 4 "$d/out" | head -c 3))); fi; '
+        + f'wait $p; c=$?; cat "$d/out"; echo {STEP_MARK} >&2; cat "$d/err" >&2; exit $c'
+    )
+
+
+NO_FILE = 44  # `read_file`'s status for a missing file
+
+
+def read_file(p: str) -> str:
+    return f"if [ -e {path(p)} ]; then cat -- {path(p)}; else exit {NO_FILE}; fi"
+
+
+def write_stdin(p: str, mode: int | None) -> str:
+    """Stdin into `p` atomically: a temp file beside it (the old file's mode and owner, or `mode`),
+    flushed, renamed over it."""
+    folder, name = posixpath.split(p)
+    keep = (f"chmod {mode:o} \"$t\"" if mode is not None else
+            f"{{ [ ! -e {path(p)} ] || {{ chmod --reference={path(p)} \"$t\" && {{ chown --reference={path(p)} \"$t\" 2>/dev/null; true; }}; }}; }}")
+    return (f"mkdir -p -- {path(folder or '.')} && t=$(mktemp {path(folder or '.')}/{quote('.' + name)}.XXXXXX.orch-tmp) "
+            f"|| exit 1; {{ cat > \"$t\" && {keep} && sync -- \"$t\" && mv -f -- \"$t\" {path(p)}; }} || {{ rm -f -- \"$t\"; exit 1; }}")
+
+
+def stat_line(p: str) -> str:
+    """`size mtime mode(octal) uid gid` of `p`; fails when it does not exist."""
+    return f"stat -c '%s %Y %a %u %g' -- {path(p)}"
+
+
+def untar_stdin(folder: str) -> str:
+    return f"mkdir -p -- {path(folder)} && tar -x -C {path(folder)}"
