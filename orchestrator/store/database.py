@@ -59,6 +59,7 @@ class Run(SQLModel, table=True):
     ended_at: str | None = None
     plan_key: str | None = None  # RunPlan.key; None on runs recorded before runs carried one
     fingerprint: str | None = None  # plankey.fingerprint of the plan
+    server_run_id: int | None = None  # the run that launched the server this run used (itself when it launched it)
 
     # --resume reads (key, fingerprint, id) of an experiment's succeeded runs from this index alone
     __table_args__ = (Index("ix_run_resume", "experiment", "status", "plan_key", "fingerprint"),)
