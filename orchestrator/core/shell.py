@@ -78,6 +78,19 @@ def launch(run_dir: str, script: str = "launch.sh", log: str = "server.log") -> 
     )
 
 
+def run_tool(run_dir: str, python: str, module: str, argv: Iterable[str], env: dict[str, str],
+             pythonpath: str | None, output: str) -> str:
+    """Run `python -m module argv...` in the run folder with `env` (`pythonpath` first on PYTHONPATH),
+    its stdout and stderr into `output` there; the command's status is the tool's."""
+    for name in env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"not an environment variable name: {name!r}")
+    exports = "".join(f"export {name}={quote(value)}; " for name, value in env.items())
+    prefix = f"export PYTHONPATH={path(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}}; " if pythonpath else ""
+    return (f"mkdir -p -- {path(run_dir)} && cd {path(run_dir)} || exit 1; {exports}{prefix}"
+            f"{path(python)} -m {quote(module)} {join(argv)} > {quote(output)} 2>&1 < /dev/null")
+
+
 def server_status(run_dir: str, log: str, offset: int) -> str:
     """One round trip: is the server alive, its exit code if it ended, and log bytes from `offset`.
 

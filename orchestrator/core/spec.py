@@ -45,6 +45,8 @@ class Workload:
     concurrency: int = 4
     temperature: float = 0.0
     prompts: str | None = None
+    tool: str | None = None  # the engine's own benchmark tool instead of orch's requests (`run/tool.py`)
+    args: dict[str, Any] = field(default_factory=dict)  # its arguments, `--` + name (`_` as `-`) unless written with `-`
 
 
 @dataclass(frozen=True)
@@ -511,7 +513,8 @@ def _matrix(data: Located) -> dict[str, tuple[Any, ...]]:
 
 def _workload(data: Located, path: Path) -> Workload:
     body = _mapping(data, "workload")
-    yamlfile.check_keys(body, {"requests", "max_new_tokens", "concurrency", "temperature", "prompts"}, "workload")
+    yamlfile.check_keys(body, {"requests", "max_new_tokens", "concurrency", "temperature", "prompts", "tool", "args"},
+                         "workload")
     prompts = body.get("prompts")
     if prompts is not None:
         prompts_path = path.parent / str(prompts)
@@ -524,7 +527,33 @@ def _workload(data: Located, path: Path) -> Workload:
         concurrency=_positive_int(body, "concurrency", 4),
         temperature=_number(body, "temperature", 0.0),
         prompts=prompts,
+        **_tool(body),
     )
+
+
+def _tool(body: Located) -> dict[str, Any]:
+    """`tool:` (a name the engine checks against the host's release) and its `args:` (a value, a list
+    for several, `true` for a switch); the tool sends its own requests, so no prompts or dataset."""
+    tool, args = body.get("tool"), body.get("args")
+    if tool is None:
+        if args is not None:
+            raise SpecError(f"{body.where('args')}: `args` are a benchmark tool's; add `tool:`, the engine's benchmark tool")
+        return {}
+    if not isinstance(tool, str) or not tool.strip():
+        raise SpecError(f"{body.where('tool')}: `tool` must be the name of one of the engine's benchmark tools, got {tool!r}")
+    other = next((k for k in ("prompts", "dataset") if body.get(k) is not None), None)
+    if other:
+        raise SpecError(f"{body.where(other)}: `{other}` is orch's own workload; the tool reads its own dataset: "
+                        f"give it in `args` (e.g. dataset-name, dataset-path)")
+    args = yamlfile.require_mapping(args if args is not None else {}, body.where("args"), "`args`")
+    scalar = (str, int, float, bool)
+    for key, value in args.items():
+        values = value if isinstance(value, list) else [value]
+        if not isinstance(key, str) or not key.strip("-") or any(c.isspace() for c in key) or \
+                not all(isinstance(v, scalar) for v in values):
+            raise SpecError(f"{args.where(key)}: args {key!r}: expected `name: value` (a number, text, a list of "
+                            f"them, or true for a switch), got {value!r}")
+    return {"tool": tool.strip(), "args": {k: list(v) if isinstance(v, list) else v for k, v in args.items()}}
 
 
 def _plain(value: Any) -> Any:

@@ -105,6 +105,15 @@ class WorkloadResult:
 
 
 @dataclass(frozen=True)
+class ToolCommand:
+    """An engine's own benchmark tool as a run's workload runs it on the host, against the run's server."""
+
+    module: str  # `python -m MODULE`, as the host's release names it
+    argv: tuple[str, ...]  # its arguments, orch's own (the server's address, the result file) included
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ServerState:
     """What the server said about itself at one moment (its stats endpoint), and where from."""
 
@@ -209,6 +218,17 @@ class Engine(ABC):
         """The checks of the run's checkpoints against the host's engine, before anything changes;
         `overlay` maps host paths to local folders not pushed yet. Default: none."""
         return []
+
+    async def tool_command(self, session: HostSession, tool: str, args: Mapping[str, object], port: int,
+                           result: str) -> ToolCommand | None:
+        """The engine's benchmark tool `tool` run with `args` against the server on `port`, writing
+        `result`: the host's release's module, the arguments checked against its parser (SpecError
+        naming a tool the release lacks or an argument it would reject). Default: None, no tools."""
+        return None
+
+    def tool_measures(self, tool: str, result: bytes) -> tuple[Measure, ...]:
+        """Every number of the tool's result file as a measure (an accept length first). Default: none."""
+        return ()
 
     def rehearsal(self) -> Rehearsal | None:
         """The engine's rehearsal stand-in, if it has one."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.host import lifecycle, patchcheck
 from orchestrator.host.lifecycle import Held
-from . import execute, stages, sweep
+from . import execute, stages, sweep, tool
 from orchestrator import engines
 from orchestrator.core import render
 from orchestrator.errors import OrchError, PatchError
@@ -48,6 +48,8 @@ async def _check_one(spec: Spec, plan: RunPlan, session: HostSession) -> dict[st
     context = execute.run_context(spec, plan, session.host, "check")
     script = render.launch_script(spec.template, context)
     flag_findings = await engine.launch_findings(session, script, spec.template)
+    flag_findings += await tool.findings(engine, session, spec, plan.workload or spec.workload,
+                                         int(context["params"].get("port", 30000)))
     overlay: dict[str, Path] = await stages.local_checkpoints(spec, context)
     found = await engine.preflight(session, context["params"], context["env"], plan.patches, overlay, plan.allow)
     params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}

@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 import socket
 import time
 from dataclasses import dataclass, field
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from orchestrator.host import occupancy, overlay, patchcheck, server
-from . import collect, preflight, serving, sharing, stages, workload
+from . import collect, preflight, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, spec as specs
 from orchestrator import engines
-from orchestrator.engines.base import ServerState, WorkloadResult
+from orchestrator.engines.base import LogReport, Measures
 from orchestrator.errors import EXIT_INTERRUPTED, OrchError, ServerError
 from orchestrator.core.inventory import Host
 from orchestrator.remote.reconnecting import reconnections
@@ -104,6 +105,10 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter:
     reporter.message(label, "launch script:\n" + redact(script, context["env"], context["secret_names"]))
     try:
         await engines.get(spec.engine).check_launch(session, script, spec.template, reporter.message, label)
+        load = plan.workload or spec.workload
+        if load.tool is not None:
+            found = await tool.command(engines.get(spec.engine), session, spec, load, context["run"]["dir"], _port_of(context))
+            reporter.message(label, f"workload: python -m {found.module} {' '.join(found.argv)}")
         await _dry_preflight(spec, plan, session, reporter, context, label)
         prepared = await prepare_patches(session, plan)
         for patch, file, before, after in prepared:
@@ -167,6 +172,8 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     host, env, engine = session.host, context["env"], attempt.engine
     attempt.enter(Stage.CHECK_FLAGS)
     await engine.check_launch(session, attempt.script, spec.template, attempt.says, attempt.label)
+    if (attempt.plan.workload or spec.workload).tool is not None:
+        await tool.check(attempt, attempt.plan.workload or spec.workload, _port(attempt))
     attempt.enter(Stage.CHECK_HOST)
     port = _port(attempt)
     busy = await occupancy.ensure_free(session.conn, host, port, int(context["params"].get("tp_size", 1) or 1),
@@ -197,7 +204,11 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
 
 
 def _port(attempt: Attempt) -> int:
-    return int(attempt.context["params"].get("port", 30000))
+    return _port_of(attempt.context)
+
+
+def _port_of(context: dict[str, Any]) -> int:
+    return int(context["params"].get("port", 30000))
 
 
 async def _never() -> bool:
@@ -217,7 +228,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     status, error, evidence, exit_code = FAILED, None, (), 1
     metrics: dict[str, Any] = {}
     flags: list[str] = []
-    measured: tuple[WorkloadResult, ServerState, ServerState] | None = None
+    measure: Callable[[LogReport], Measures] | None = None  # the run's measures, once its log is read
     diagnosis = None
     links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
     load = plan.workload or spec.workload
@@ -231,11 +242,14 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         attempt.enter(Stage.WORKLOAD)
         base_url = attempt.serving.base_url if attempt.serving is not None else ""
         workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
-        before = await engine.server_state(base_url)
-        result = await workload.run(engine, base_url, load, workload.so_far(engine, attempt.known))
-        measured = (result, before, await engine.server_state(base_url))
+        if load.tool is not None:  # the engine's own benchmark tool, on the host (`tool.py`)
+            measure = await tool.run(attempt, load, attempt.serving.srv.port if attempt.serving else _port(attempt), metrics)
+        else:
+            before = await engine.server_state(base_url)
+            result = await workload.run(engine, base_url, load, workload.so_far(engine, attempt.known))
+            measure = functools.partial(engine.measures, result, before, await engine.server_state(base_url))
+            metrics.update(collect.workload_metrics(result))
         workload_from = None  # the workload is done: a later drop cuts none of its requests
-        metrics.update(collect.workload_metrics(result))
         status, exit_code = SUCCEEDED, 0  # unless the measures fail an expectation (after the stop)
     except OrchError as exc:
         error, evidence, exit_code = str(exc), exc.evidence, exc.exit_code
@@ -271,8 +285,8 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             attempt.enter(Stage.RECORD)
             if held is not None:
                 collect.store_log(store, run, log, log_report)
-            if measured is not None:
-                found_flags, notes = collect.record(store, run, metrics, engine.measures(*measured, log_report))
+            if measure is not None:
+                found_flags, notes = collect.record(store, run, metrics, measure(log_report))
                 attempt.known(**metrics)  # accept length, tokens/s
                 flags.extend(found_flags)
                 for note in notes:

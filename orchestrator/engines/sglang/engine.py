@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import (
     HEADLINE, Diagnosis, Engine, Say, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
-    SeriesPoint, ServerState, WorkloadResult,
+    SeriesPoint, ServerState, ToolCommand, WorkloadResult,
 )
 from orchestrator.errors import WorkloadError
 from orchestrator.remote import http
 
-from . import PACKAGE, VERSION_FILES, flags, hostflags, imported, logs, preflight_run, rehearsal
+from . import PACKAGE, VERSION_FILES, flags, hostflags, imported, logs, preflight_run, rehearsal, tools
 
 if TYPE_CHECKING:
     from orchestrator.core.spec import PatchDef
@@ -121,6 +121,14 @@ class SglangEngine(Engine):
                         allow: tuple[str, ...]) -> list[Finding]:
         return await preflight_run.findings_for(session.conn, session.host, dict(params), dict(env), patches,
                                                 dict(overlay) if overlay else None, session.packages, allow=allow)
+
+    async def tool_command(self, session: HostSession, tool: str, args: Mapping[str, object], port: int,
+                           result: str) -> ToolCommand:
+        return await hostflags.tool_command(session.conn, session.host, session.packages, tool, dict(args), port, result)
+
+    def tool_measures(self, tool: str, result: bytes) -> tuple[Measure, ...]:
+        found = tools.find(tool)
+        return tools.measures(found, f"sglang.{found.name}", result)
 
     def rehearsal(self) -> Rehearsal:
         return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,

@@ -199,6 +199,11 @@ def check(script: str, flags: FlagSet) -> list[Problem]:
     return [p for p in (_check_one(flag, line, flags) for flag, line in command_flags(script)) if p]
 
 
+def check_option(flag: str, flags: FlagSet) -> Problem | None:
+    """What this version's parser would say of one option string (a benchmark tool's argument)."""
+    return _check_one(flag, None, flags)
+
+
 def _check_one(flag: str, line: int | None, flags: FlagSet) -> Problem | None:
     version = f"SGLang {flags.version}"
     if flag in flags.removed:

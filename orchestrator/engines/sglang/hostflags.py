@@ -15,7 +15,8 @@ from orchestrator.core import shell
 from orchestrator.host.push import cache_root
 from orchestrator.host.session import package_dir, package_version
 from . import PACKAGE, VERSION_FILES
-from . import flags
+from . import flags, tools
+from orchestrator.engines.base import ToolCommand
 from orchestrator.errors import SpecError
 
 Report = Callable[[str, str], None]
@@ -27,12 +28,14 @@ def cache_dir() -> Path:
     return cache_root() / "flags"
 
 
-async def flag_set(conn: Any, host: Any, packages: dict[str, str]) -> flags.FlagSet | None:
-    """The flag set of the host's SGLang (None when the host has none); one round trip when cached."""
+async def flag_set(conn: Any, host: Any, packages: dict[str, str],
+                   patterns: tuple[str, ...] = flags.SOURCE_FILES) -> flags.FlagSet | None:
+    """The flag set declared in the host's SGLang files matching `patterns` (the server's, or a
+    benchmark tool's: `tools.py`); None when the host has none; one round trip when cached."""
     folder = await package_dir(conn, host, packages, PACKAGE)
     if folder is None:
         return None
-    listing = (await conn.run(shell.flag_sources(folder, flags.SOURCE_FILES))).out
+    listing = (await conn.run(shell.flag_sources(folder, patterns))).out
     hashes = sorted(line.split(None, 1)[::-1] for line in listing.splitlines() if line.strip())
     if not hashes:
         return None
@@ -48,6 +51,24 @@ async def flag_set(conn: Any, host: Any, packages: dict[str, str]) -> flags.Flag
     temporary.write_text(json.dumps(found.as_json()))
     temporary.replace(cached)  # atomic: parallel runs never read half a file
     return found
+
+
+async def tool_command(conn: Any, host: Any, packages: dict[str, str], name: str, args: dict[str, object],
+                       port: int, result: str) -> ToolCommand:
+    """The host's release's module of the benchmark tool `name` and its arguments, each checked
+    against the tool's parser read from the host's files (SpecError naming a bad one)."""
+    tool = tools.find(name)
+    folder = await package_dir(conn, host, packages, PACKAGE)
+    if folder is None:
+        raise SpecError(f"{host.name}: workload.tool {name}: no SGLang installed under {host.python}")
+    listing = (await conn.run(shell.flag_sources(folder, tools.candidates()), idempotent=True)).out
+    present = {line.split(None, 1)[1].strip() for line in listing.splitlines() if line.strip()}
+    version = await package_version(conn, folder, VERSION_FILES)
+    module, file = tools.module_of(tool, present, version)
+    found = await flag_set(conn, host, packages, (file, *tool.sources))
+    assert found is not None  # the listing just found the file
+    words, warnings = tools.argv(tool, args, port, result, found, module)
+    return ToolCommand(module, words, tuple(warnings))
 
 
 async def check_launch(conn: Any, host: Any, packages: dict[str, str], script: str, template: Path,
