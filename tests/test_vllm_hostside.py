@@ -17,6 +17,7 @@ import pytest
 
 import sshd
 from orchestrator.core.inventory import Host
+from orchestrator.engines.base import Call
 from orchestrator.engines.vllm import client, hostside, rehearsal, source
 from orchestrator.errors import WorkloadError
 from orchestrator.host.session import HostSession
@@ -108,13 +109,18 @@ def test_client_workload_and_metrics_through_the_connection(transport, tree, tmp
             address = await session.conn.forward(port)
             base = f"http://{address[0]}:{address[1]}"
             before = await client.scrape(base)
-            done = [await client.complete(base, f"the quick brown fox {i}", 32, 0.0) for i in range(3)]
-            return await client.served_model(base), before, done, await client.scrape(base)
-        model, before, done, after = on_host(host, work)
+            done = [await client.complete(base, Call((("user", f"the quick brown fox {i}"),), 32, {"temperature": 0.0}))
+                    for i in range(3)]
+            turns = (("user", "a fox"), ("assistant", done[0].text), ("user", "and a dog"))
+            chat = await client.complete(base, Call(turns, 8, {"temperature": 0.0}, "chat"))
+            return await client.served_model(base), before, done + [chat], await client.scrape(base)
+        model, before, [*done, chat], after = on_host(host, work)
     finally:
         assert stop(proc) == 0
     assert model == str(tree / "ck" / "kimi-k25-target")  # vLLM serves the model under its path by default
     assert [r.completion_tokens for r in done] == [32, 32, 32] and all(r.prompt_tokens > 0 for r in done)
+    assert all(r.ttft is not None and len(r.itl) == 31 and r.text.startswith(" t") for r in done)  # streamed
+    assert chat.completion_tokens == 8 and chat.prompt_tokens > 32 and chat.ttft is not None  # the answer in turn 2
     assert before.endpoint == after.endpoint == client.METRICS and after.body["found"] is True
     delta = client.counters(after).minus(client.counters(before))
     assert delta.drafts > 0 and 2.0 < delta.accept_len() < 4.0
@@ -163,7 +169,7 @@ def test_client_says_what_a_wrong_server_lacks():
         with pytest.raises(WorkloadError, match=r"/v1/models did not name a served model \(HTTP 404\)"):
             asyncio.run(client.served_model(base))
         with pytest.raises(WorkloadError, match="answered without `usage`"):
-            asyncio.run(client.complete(listed, "p", 4, 0.0))
+            asyncio.run(client.complete(listed, Call((("user", "p"),), 4, {})))
         state = asyncio.run(client.scrape(listed))
         assert (state.body, state.endpoint) == (None, client.METRICS)
         assert client.counters(state).found is False

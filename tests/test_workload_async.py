@@ -119,3 +119,19 @@ def test_a_refused_or_failing_request_fails_the_workload_with_one_line(rehearsal
 
 def test_nothing_answering_is_status_zero():
     assert asyncio.run(http.get(f"http://127.0.0.1:{free_port()}/health")) == (0, b"")
+
+
+def test_a_chat_conversation_streams_its_second_turn_with_the_first_answer(rehearsal):
+    """endpoint: chat (the server's template) on the stand-in's OpenAI stream: each turn timed,
+    the second turn's prompt holds the first answer; /generate's answer carries its accept length."""
+    from orchestrator.engines.base import Call
+
+    base, _ = rehearsal
+    chat = Workload(max_new_tokens=8, endpoint="chat", dataset=str(Path(__file__).parent / "fixtures" / "datasets" /
+                                                                   "mt_bench_question.jsonl"), format="mt-bench",
+                    num_prompts=1)
+    first, second = asyncio.run(workload.run(SGLANG, base, chat)).requests
+    assert first.completion_tokens == second.completion_tokens == 8 and first.text and first.ttft is not None
+    assert len(first.itl) == 7 and second.prompt_tokens > first.prompt_tokens + 8
+    native = asyncio.run(SGLANG.request(base, Call((("user", "the quick brown fox"),), 8, {"temperature": 0.0})))
+    assert native.accept_len is not None and native.accept_len > 1.5 and len(native.itl) == 7

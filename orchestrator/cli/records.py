@@ -46,9 +46,12 @@ def list_runs(
 
 
 @app.command()
-def show(run_ref: str = typer.Argument(..., metavar="RUN"), as_json: bool = typer.Option(False, "--json")) -> None:
+def show(run_ref: str = typer.Argument(..., metavar="RUN"), as_json: bool = typer.Option(False, "--json"),
+         requests: bool = typer.Option(False, "--requests", help="The workload's requests, one row each.")) -> None:
     """Everything recorded about one run (id, uid prefix, `last` or `last~N`)."""
     store = _store()
+    if requests:
+        return _requests(store, store.get(run_ref), as_json)
     record = store.record(store.get(run_ref))
     if as_json:
         ui.raw(dumps(record) + "\n")
@@ -85,20 +88,52 @@ def diff(
         ui.diff(a, b, rows, diffs.command_diff(a, b))
 
 
-SERIES_KINDS = ("decode", "prefill")
+def _requests(store: Any, run_row: Any, as_json: bool, as_csv: bool = False, by_end: bool = False,
+              quiet: bool = False) -> None:
+    """The run's requests: in the order sent, or (`by_end`) in the order they ended."""
+    from orchestrator.store.database import RequestRow
+
+    rows = [{"seq": r.seq, "at_s": r.at_s, "ttft_ms": r.ttft_ms, "e2e_ms": r.e2e_ms, "prompt_tokens": r.prompt_tokens,
+             "completion_tokens": r.completion_tokens, "accept_len": r.accept_len, "itl_ms": r.itl_ms}
+            for r in store.children(run_row, RequestRow)]
+    if by_end:
+        rows.sort(key=lambda r: r["at_s"])
+    if as_json:
+        ui.raw(dumps(rows) + "\n")
+    elif as_csv:
+        ui.raw(ui.series_csv([_request_row(r) for r in rows]) if rows else "")
+    elif rows:
+        ui.series([_request_row(r) for r in rows], f"run {run_row.id} requests ({len(rows)})"
+                  + (", in the order they ended" if by_end else ""))
+    elif not quiet:
+        ui.note(f"run {run_row.id} recorded no requests (its workload did not run, or it ran before orch kept them)")
+
+
+def _request_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A request as a table row: its inter-token gaps as their median and max."""
+    gaps = sorted(row["itl_ms"])
+    shown = {k: v for k, v in row.items() if k != "itl_ms"}
+    return {**shown, "itl_ms_p50": gaps[len(gaps) // 2] if gaps else None, "itl_ms_max": gaps[-1] if gaps else None}
+
+
+SERIES_KINDS = ("decode", "prefill", "requests")
 
 
 @app.command()
 def series(
     run_ref: str = typer.Argument(..., metavar="RUN"),
-    kind: str = typer.Option("decode", "--kind", help="decode or prefill: which log lines' series."),
+    kind: str = typer.Option("decode", "--kind", help="decode or prefill: which log lines' series; requests: the "
+                                                      "workload's requests over the run."),
     as_csv: bool = typer.Option(False, "--csv", help="Comma-separated values, for a spreadsheet or a plot."),
 ) -> None:
-    """A run's time series from its server log: one row per decode (or prefill) log line."""
+    """A run's time series from its server log: one row per decode (or prefill) log line; with
+    `--kind requests`, one per workload request in the order they ended (latency, accept length)."""
     if kind not in SERIES_KINDS:
         raise SpecError(f"--kind {kind!r}: expected one of {', '.join(SERIES_KINDS)}")
     store = _store()
     run_row = store.get(run_ref)
+    if kind == "requests":
+        return _requests(store, run_row, False, as_csv, by_end=True)
     rows = [row for row in store.record(run_row)["series"] if row["kind"] == kind]
     if not rows:
         ui.note(f"run {run_row.id} has no {kind} series: its log holds no {kind.capitalize()} batch lines")
@@ -106,6 +141,8 @@ def series(
         ui.raw(ui.series_csv(rows))
     else:
         ui.series(rows, f"run {run_row.id} {kind} series ({len(rows)} log lines)")
+    if not as_csv:  # and the workload's requests over the run
+        _requests(store, run_row, False, False, by_end=True, quiet=True)
 
 
 @app.command()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import names as identifiers, yamlfile
+from . import datasets, names as identifiers, yamlfile
 from orchestrator import engines
 from orchestrator.errors import SpecError
 from .yamlfile import Located
@@ -47,6 +47,13 @@ class Workload:
     prompts: str | None = None
     tool: str | None = None  # the engine's own benchmark tool instead of orch's requests (`run/tool.py`)
     args: dict[str, Any] = field(default_factory=dict)  # its arguments, `--` + name (`_` as `-`) unless written with `-`
+    endpoint: str = "generate"  # "generate": the engine's native text endpoint; "chat": OpenAI chat completions
+    top_p: float | None = None  # sampling settings beyond temperature: sent only when set
+    top_k: int | None = None
+    dataset: str | None = None  # a local benchmark file (core/datasets.py): its conversations replace `requests`
+    format: str = "jsonl"
+    num_prompts: int | None = None  # conversations drawn from the dataset; None: all of them
+    seed: int = 0  # of that draw
 
 
 @dataclass(frozen=True)
@@ -225,7 +232,8 @@ def _plan_workload(spec: Spec, variant: Variant, params: dict[str, Any]) -> Work
     return dataclasses.replace(spec.workload, **_workload_fields(fields, where)) if fields else spec.workload
 
 
-WORKLOAD_FIELDS = {"requests": int, "max_new_tokens": int, "concurrency": int, "temperature": float}
+WORKLOAD_FIELDS = {"requests": int, "max_new_tokens": int, "concurrency": int, "temperature": float, "top_p": float,
+                   "top_k": int, "num_prompts": int, "seed": int}
 
 
 def _workload_fields(fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -237,8 +245,9 @@ def _workload_fields(fields: dict[str, Any], where: str) -> dict[str, Any]:
         if kind is None:
             known = ", ".join(f"workload.{k}" for k in WORKLOAD_FIELDS)
             raise SpecError(f"{where}: unknown workload field {name!r}; these can vary per run: {known}")
-        if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise SpecError(f"{where}: workload.{name} must be a whole number >= 1, got {value!r}")
+        least = 0 if name == "seed" else 1
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise SpecError(f"{where}: workload.{name} must be a whole number >= {least}, got {value!r}")
         if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
             raise SpecError(f"{where}: workload.{name} must be a number >= 0, got {value!r}")
         checked[name] = kind(value)
@@ -511,24 +520,45 @@ def _matrix(data: Located) -> dict[str, tuple[Any, ...]]:
     return result
 
 
+WORKLOAD_KEYS = {"requests", "max_new_tokens", "concurrency", "temperature", "prompts", "endpoint", "top_p", "top_k",
+                 "dataset", "format", "num_prompts", "seed", "tool", "args"}
+ENDPOINTS = ("generate", "chat")
+
+
 def _workload(data: Located, path: Path) -> Workload:
     body = _mapping(data, "workload")
-    yamlfile.check_keys(body, {"requests", "max_new_tokens", "concurrency", "temperature", "prompts", "tool", "args"},
-                         "workload")
-    prompts = body.get("prompts")
-    if prompts is not None:
-        prompts_path = path.parent / str(prompts)
-        if not _is_file(prompts_path):
-            raise SpecError(f"{body.where('prompts')}: prompts file {prompts_path} not found")
-        prompts = str(prompts_path)
-    return Workload(
+    yamlfile.check_keys(body, WORKLOAD_KEYS, "workload")
+    files = {}
+    for key in ("prompts", "dataset"):
+        if body.get(key) is not None:
+            found = path.parent / str(body.get(key))
+            if not _is_file(found):
+                raise SpecError(f"{body.where(key)}: {key} file {found} not found")
+            files[key] = str(found)
+    endpoint, fmt = body.get("endpoint", "generate"), body.get("format", "jsonl")
+    if endpoint not in ENDPOINTS:
+        raise SpecError(f"{body.where('endpoint')}: `endpoint` must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    if fmt not in datasets.FORMATS:
+        raise SpecError(f"{body.where('format')}: `format` must be one of {', '.join(datasets.FORMATS)}, got {fmt!r}")
+    if "dataset" in files and ("prompts" in files or "requests" in body):
+        other = "prompts" if "prompts" in files else "requests"
+        raise SpecError(f"{body.where('dataset')}: `dataset` and `{other}` both say what to send; keep `dataset` "
+                        f"(with `num_prompts` for how many)")
+    optional = _workload_fields({k: body[k] for k in ("top_p", "top_k", "num_prompts", "seed") if body.get(k) is not None},
+                                body.where("workload"))
+    if optional.get("top_p", 0.5) > 1:
+        raise SpecError(f"{body.where('top_p')}: `top_p` must be at most 1, got {optional['top_p']!r}")
+    workload = Workload(
         requests=_positive_int(body, "requests", 8),
         max_new_tokens=_positive_int(body, "max_new_tokens", 64),
         concurrency=_positive_int(body, "concurrency", 4),
         temperature=_number(body, "temperature", 0.0),
-        prompts=prompts,
+        prompts=files.get("prompts"), endpoint=str(endpoint), dataset=files.get("dataset"), format=str(fmt), **optional,
         **_tool(body),
     )
+    if workload.dataset is not None:  # read now: a bad line is an error before any host changes
+        datasets.conversations(workload.dataset, workload.format, workload.num_prompts, workload.seed)
+    return workload
 
 
 def _tool(body: Located) -> dict[str, Any]:

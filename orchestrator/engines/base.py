@@ -85,13 +85,31 @@ class LogReport:
     measures: tuple[Measure, ...] = ()  # what the log's stats lines say of the whole run
 
 
+CHAT, GENERATE = "chat", "generate"  # the workload's endpoints: OpenAI chat completions, the engine's native text one
+
+
+@dataclass(frozen=True)
+class Call:
+    """One streamed generation request, as the workload sends it."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content): one user turn, or a conversation so far
+    max_new_tokens: int
+    sampling: Mapping[str, float | int]  # temperature, top_p, ...: the names both APIs share
+    endpoint: str = GENERATE  # GENERATE: the plain text of the messages, no chat template; CHAT: the server's template
+
+
 @dataclass(frozen=True)
 class RequestResult:
     prompt_tokens: int
     completion_tokens: int
-    latency: float
+    latency: float  # end to end, seconds
     counts: Mapping[str, int] = field(default_factory=dict)  # engine-specific per-request counts
     histogram: tuple[int, ...] = ()  # per-request histogram the engine reports, if any
+    ttft: float | None = None  # seconds to the first chunk with text
+    itl: tuple[float, ...] = ()  # seconds between tokens: each later chunk's gap spread over its new tokens
+    accept_len: float | None = None  # the request's own accept length, where its answer says it
+    text: str = ""  # the answer: a later turn of its conversation is sent with it
+    at: float = 0.0  # when it ended, seconds from the workload's start
 
 
 @dataclass(frozen=True)
@@ -183,8 +201,8 @@ class Engine(ABC):
         log is cut down to those on the host); None when the log cannot be cut down."""
 
     @abstractmethod
-    async def request(self, base_url: str, prompt: str, max_new_tokens: int, temperature: float) -> RequestResult:
-        """One generation request; raises WorkloadError on failure."""
+    async def request(self, base_url: str, call: Call) -> RequestResult:
+        """One streamed generation request, timed chunk by chunk; raises WorkloadError on failure."""
 
     @abstractmethod
     async def server_state(self, base_url: str) -> ServerState:

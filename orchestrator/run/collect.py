@@ -3,14 +3,16 @@ series and debug lines (from the one reading of the log), flags and expectations
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.core import spec as specs
-from orchestrator.core.spec import RunPlan
+from orchestrator.core.spec import RunPlan, Workload
 from orchestrator.engines.base import HEADLINE, LogReport, Measure, Measures, WorkloadResult
 from orchestrator.remote.reconnecting import Reconnection
-from orchestrator.store.database import DebugRow, EventRow, HistogramRow, MetricRow, Run, SeriesRow, Store
+from orchestrator.run import workload
+from orchestrator.store.database import DebugRow, EventRow, HistogramRow, MetricRow, RequestRow, Run, SeriesRow, Store
 
 REJECTED_AT_OR_BELOW = 1.05
 DISAGREEMENT = 0.05
@@ -22,7 +24,21 @@ def workload_metrics(result: WorkloadResult) -> dict[str, Any]:
         "completion_tokens": result.completion_tokens,
         "workload_s": result.wall_seconds,
         "output_tok_s": result.completion_tokens / result.wall_seconds if result.wall_seconds else None,
+        **workload.latency_metrics(result),
     }
+
+
+def store_requests(store: Store, run: Run, result: WorkloadResult, load: Workload) -> None:
+    """The workload's requests, one row each (in one INSERT), and what every request was sent with."""
+    sent = {"endpoint": load.endpoint, "max_new_tokens": load.max_new_tokens, **workload.sampling(load)}
+    if load.dataset is not None:
+        sent.update(dataset=load.dataset, format=load.format, num_prompts=load.num_prompts, seed=load.seed)
+    store.event(run, "workload", json.dumps(sent, sort_keys=True))
+    store.add_children(RequestRow, [
+        {"run_id": run.id, "seq": seq, "at_s": round(r.at, 6), "ttft_ms": None if r.ttft is None else round(r.ttft * 1000, 3),
+         "e2e_ms": round(r.latency * 1000, 3), "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+         "accept_len": r.accept_len, "itl_ms": [round(gap * 1000, 3) for gap in r.itl]}
+        for seq, r in enumerate(result.requests)])
 
 
 def record(store: Store, run: Run, metrics: dict[str, Any], measures: Measures) -> tuple[list[str], list[str]]:

@@ -249,6 +249,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             result = await workload.run(engine, base_url, load, workload.so_far(engine, attempt.known))
             measure = functools.partial(engine.measures, result, before, await engine.server_state(base_url))
             metrics.update(collect.workload_metrics(result))
+            collect.store_requests(store, run, result, load)
         workload_from = None  # the workload is done: a later drop cuts none of its requests
         status, exit_code = SUCCEEDED, 0  # unless the measures fail an expectation (after the stop)
     except OrchError as exc:

@@ -116,6 +116,22 @@ class HistogramRow(SQLModel, table=True):
     note: str = ""
 
 
+class RequestRow(SQLModel, table=True):
+    """One request of a run's workload, as it streamed: `seq` in the order sent, `at_s` when it
+    ended (seconds from the workload's start), latencies in ms, inter-token gaps as a JSON list."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    seq: int
+    at_s: float
+    ttft_ms: float | None = None
+    e2e_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    accept_len: float | None = None
+    itl_ms: list = Field(default_factory=list, sa_column=Column(JSON))
+
+
 class EventRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(index=True, foreign_key="run.id")

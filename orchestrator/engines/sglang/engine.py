@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import (
-    HEADLINE, Diagnosis, Engine, Say, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
+    HEADLINE, Call, Diagnosis, Engine, Say, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
     SeriesPoint, ServerState, ToolCommand, WorkloadResult,
 )
-from orchestrator.errors import WorkloadError
 from orchestrator.remote import http
 
-from . import PACKAGE, VERSION_FILES, flags, hostflags, imported, logs, preflight_run, rehearsal, tools
+from . import PACKAGE, VERSION_FILES, client, flags, hostflags, imported, logs, preflight_run, rehearsal, tools
+from .client import VERIFY_STEPS, request_histogram  # the names tests and the live table read here
 
 if TYPE_CHECKING:
     from orchestrator.core.spec import PatchDef
@@ -23,14 +23,9 @@ if TYPE_CHECKING:
     from orchestrator.host.session import HostSession
 
 
-# meta_info's histogram of correct drafts per verify step: 0.5.23 `spec_correct_drafts_histogram`
-# (batch_result_processor.py: one count per verify step of every EAGLE request, at the index of the
-# draft tokens the target accepted in it, the bonus token not counted), 0.5.9 `spec_accept_histogram`.
-HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 CORRECT_DRAFTS = "correct_drafts_histogram"
 CORRECT_DRAFTS_NOTE = ("verify steps by draft tokens accepted (index 0, 1, ...; bonus token not counted), "
                        "summed over the workload's requests")
-VERIFY_STEPS = "spec_verify_ct"
 LOG_MEANS = ("accept_len", "accept_rate", "gen_throughput")  # decode-line values averaged over the run
 STATE_ENDPOINTS = ("/server_info", "/get_server_info")  # 0.5.9+, older
 
@@ -60,22 +55,8 @@ class SglangEngine(Engine):
     def excerpt_pattern(self, debug_pattern: str) -> str | None:
         return logs.host_grep_pattern(debug_pattern)
 
-    async def request(self, base_url: str, prompt: str, max_new_tokens: int, temperature: float) -> RequestResult:
-        payload = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature}}
-        try:
-            body = await http.post_json(f"{base_url}/generate", payload)
-        except http.HTTPError as exc:
-            raise WorkloadError(f"{base_url}/generate failed: {exc}") from None
-        meta = body.get("meta_info", {}) if isinstance(body, dict) else {}
-        meta = meta if isinstance(meta, dict) else {}
-        verify = meta.get(VERIFY_STEPS)
-        return RequestResult(
-            prompt_tokens=int(meta.get("prompt_tokens", 0)),
-            completion_tokens=int(meta.get("completion_tokens", 0)),
-            latency=0.0,
-            counts={VERIFY_STEPS: int(verify)} if isinstance(verify, int) and not isinstance(verify, bool) else {},
-            histogram=request_histogram(meta),
-        )
+    async def request(self, base_url: str, call: Call) -> RequestResult:
+        return await client.request(base_url, call)
 
     async def server_state(self, base_url: str) -> ServerState:
         for endpoint in STATE_ENDPOINTS:
@@ -142,14 +123,6 @@ def verify_accept_len(result: WorkloadResult) -> float | None:
     if not verified:
         return None
     return sum(r.completion_tokens for r in verified) / sum(r.counts[VERIFY_STEPS] for r in verified)
-
-
-def request_histogram(meta: Mapping[str, object]) -> tuple[int, ...]:
-    """The request's correct-drafts histogram (HISTOGRAM_KEYS), or () when absent or not a list of counts."""
-    value = next((meta[key] for key in HISTOGRAM_KEYS if key in meta), None)
-    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
-        return ()
-    return tuple(value)
 
 
 def summed_histogram(result: WorkloadResult) -> list[int] | None:

@@ -1,50 +1,37 @@
-"""The workload over vLLM's OpenAI completions API and the /metrics scrape, on orch's asyncio HTTP
+"""The workload over vLLM's OpenAI APIs, streamed, and the /metrics scrape, on orch's asyncio HTTP
 client (`orchestrator.remote.http`).
 
-`POST /v1/completions` with `model`, `prompt`, `max_tokens`, `temperature`; the answer's
-`choices[0].text` and `usage.prompt_tokens` / `usage.completion_tokens` (vLLM's
-`CompletionResponse`, entrypoints/openai/protocol.py). `model` must be a served name: it is read
-once from `GET /v1/models` (`data[0].id`).
+`POST /v1/completions` (the messages' text joined, no chat template) or `/v1/chat/completions`
+(the server's template) with `model`, `max_tokens`, the sampling settings, `stream: true` and
+`stream_options: {include_usage, continuous_usage_stats}`: each chunk's `choices[0].text` (or
+`.delta.content`) and `usage` (serving_completion.py `completion_stream_generator`), then a
+usage-only chunk and `data: [DONE]`. `model` must be a served name: it is read once from
+`GET /v1/models` (`data[0].id`).
 """
 
 from __future__ import annotations
 
-import json
-import time
-
-from orchestrator.engines.base import RequestResult, ServerState
-from orchestrator.errors import WorkloadError
+from orchestrator.engines.base import CHAT, Call, RequestResult, ServerState
+from orchestrator.remote.streams import OPENAI_MODELS as MODELS, openai_stream, served_model
 from orchestrator.remote import http
 
 from . import metrics
 
-COMPLETIONS, MODELS, METRICS = "/v1/completions", "/v1/models", "/metrics"
-_served: dict[str, str] = {}
+__all__ = ["COMPLETIONS", "CHAT_COMPLETIONS", "METRICS", "MODELS", "complete", "counters", "scrape", "served_model"]
+COMPLETIONS, CHAT_COMPLETIONS, METRICS = "/v1/completions", "/v1/chat/completions", "/metrics"
+TURN_SEPARATOR = "\n\n"  # completions take plain text: a conversation's turns joined
 
 
-async def served_model(base_url: str) -> str:
-    if base_url not in _served:
-        status, body = await http.get(base_url + MODELS, 10.0)
-        try:
-            _served[base_url] = str(json.loads(body)["data"][0]["id"])
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise WorkloadError(f"{base_url}{MODELS} did not name a served model (HTTP {status})") from None
-    return _served[base_url]
-
-
-async def complete(base_url: str, prompt: str, max_tokens: int, temperature: float) -> RequestResult:
-    payload = {"model": await served_model(base_url), "prompt": prompt, "max_tokens": max_tokens,
-               "temperature": temperature}
-    started = time.monotonic()
-    try:
-        body = await http.post_json(base_url + COMPLETIONS, payload)
-    except http.HTTPError as exc:
-        raise WorkloadError(f"{base_url}{COMPLETIONS} failed: {exc}") from None
-    usage = body.get("usage") if isinstance(body, dict) else None
-    if not isinstance(usage, dict):
-        raise WorkloadError(f"{base_url}{COMPLETIONS} answered without `usage`")
-    return RequestResult(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                         time.monotonic() - started)
+async def complete(base_url: str, call: Call) -> RequestResult:
+    payload = {"max_tokens": call.max_new_tokens, **call.sampling}
+    if call.endpoint == CHAT:
+        streamed = await openai_stream(base_url, CHAT_COMPLETIONS, {
+            **payload, "messages": [{"role": role, "content": content} for role, content in call.messages]})
+    else:
+        streamed = await openai_stream(base_url, COMPLETIONS, {
+            **payload, "prompt": TURN_SEPARATOR.join(content for _, content in call.messages)})
+    # vLLM's answer carries no per-request speculative counts: accept length comes from /metrics
+    return RequestResult(*streamed[:3], ttft=streamed.ttft, itl=streamed.itl, text=streamed.text)
 
 
 async def scrape(base_url: str) -> ServerState:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import (
-    HEADLINE, Diagnosis, Engine, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult, Say,
+    HEADLINE, Call, Diagnosis, Engine, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult, Say,
     ServerState, WorkloadResult,
 )
 from orchestrator.errors import SpecError
@@ -42,8 +42,8 @@ class VllmEngine(Engine):
     def excerpt_pattern(self, debug_pattern: str) -> str | None:
         return logs.host_grep_pattern(debug_pattern)
 
-    async def request(self, base_url: str, prompt: str, max_new_tokens: int, temperature: float) -> RequestResult:
-        return await client.complete(base_url, prompt, max_new_tokens, temperature)
+    async def request(self, base_url: str, call: Call) -> RequestResult:
+        return await client.complete(base_url, call)
 
     async def server_state(self, base_url: str) -> ServerState:
         return await client.scrape(base_url)

@@ -11,6 +11,7 @@ k, accepted += n, accepted per position [0, n).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -57,40 +58,76 @@ class Engine:
         words = prompt.split() or [""]
         return [1] + [FIRST_WORD_ID + mix(*map(ord, w)) % (self.target.vocab_size - FIRST_WORD_ID) for w in words]
 
-    def complete(self, request: dict) -> dict:
-        prompt = request["prompt"]
-        if not isinstance(prompt, str):
-            raise TypeError("prompt must be a string")
+    def complete(self, request: dict, chat: bool = False) -> dict:
+        """A whole answer (no `stream`): /v1/completions' or /v1/chat/completions' response."""
+        context, out = self._prompt(request, chat), []
+        for new in self._decode(context, request):
+            out += new
+        return {
+            "id": _id(chat), "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+            "model": request.get("model") or self.served,
+            "choices": [{"index": 0, "finish_reason": "length", "stop_reason": None, "logprobs": None,
+                         **({"message": {"role": "assistant", "content": _text(out)}} if chat else
+                            {"text": _text(out), "prompt_logprobs": None})}],
+            "usage": _usage(len(context), len(out)),
+        }
+
+    def stream(self, request: dict, chat: bool = False):
+        """serving_completion.py / serving_chat.py streams: one chunk per decode step (a verify step's
+        accepted tokens and bonus token at once), (chat) a first chunk with the role, usage per chunk
+        with `continuous_usage_stats`, a usage-only chunk with `include_usage`, then [DONE]."""
+        context = self._prompt(request, chat)
+        options = request.get("stream_options") or {}
+        head = {"id": _id(chat), "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": int(time.time()), "model": request.get("model") or self.served}
+        if chat:
+            yield "data: " + json.dumps({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                              "logprobs": None, "finish_reason": None}]}) + "\n\n"
+        done, limit = 0, int(request.get("max_tokens") or 16)
+        for new in self._decode(context, request):
+            done += len(new)
+            finish = "length" if done >= limit else None
+            choice = {"index": 0, "logprobs": None, "finish_reason": finish, "stop_reason": None,
+                      **({"delta": {"content": _text(new)}} if chat else {"text": _text(new)})}
+            usage = _usage(len(context), done) if options.get("include_usage") and options.get("continuous_usage_stats") else None
+            yield "data: " + json.dumps({**head, "choices": [choice], "usage": usage}) + "\n\n"
+        if options.get("include_usage"):
+            yield "data: " + json.dumps({**head, "choices": [], "usage": _usage(len(context), done)}) + "\n\n"
+        yield "data: [DONE]\n\n"
+
+    def _prompt(self, request: dict, chat: bool) -> list[int]:
+        if chat:
+            messages = request.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise ValueError("messages must be a non-empty list")
+            prompt = "".join(f"<|{m.get('role', 'user')}|> {m.get('content', '')} " for m in messages) + "<|assistant|>"
+        else:
+            prompt = request["prompt"]
+            if not isinstance(prompt, str):
+                raise TypeError("prompt must be a string")
+        return self.tokenize(prompt)
+
+    def _decode(self, context: list[int], request: dict):
+        """The answer step by step (the prefill's first token, then each decode step's tokens), counted."""
         max_tokens = int(request.get("max_tokens") or 16)
-        context = self.tokenize(prompt)
+        prompt_len, context, done = len(context), list(context), 0
         with self.lock:
             self.running += 1
         try:
-            out = self._generate(list(context), max_tokens)
+            new = [self.target.next_token(context)]  # the prefill step samples the first token
+            while new:
+                new = new[: max_tokens - done]
+                context += new
+                done += len(new)
+                yield new
+                new = (self._step(context) if self.draft is not None else [self.target.next_token(context)]) \
+                    if done < max_tokens else []
         finally:
             with self.lock:
                 self.running -= 1
-        with self.lock:
-            for stats in (self.total, self.interval):
-                stats.prompt_tokens += len(context)
-                stats.generation_tokens += len(out)
-        return {
-            "id": f"cmpl-{os.getpid()}{int(time.time() * 1e6)}", "object": "text_completion", "created": int(time.time()),
-            "model": request.get("model") or self.served,
-            "choices": [{"index": 0, "text": "".join(f" t{t}" for t in out), "logprobs": None,
-                         "finish_reason": "length", "stop_reason": None, "prompt_logprobs": None}],
-            "usage": {"prompt_tokens": len(context), "total_tokens": len(context) + len(out),
-                      "completion_tokens": len(out), "prompt_tokens_details": None},
-        }
-
-    def _generate(self, context: list[int], max_tokens: int) -> list[int]:
-        out = [self.target.next_token(context)]  # the prefill step samples the first token
-        context.append(out[0])
-        while len(out) < max_tokens:
-            new = self._step(context) if self.draft is not None else [self.target.next_token(context)]
-            context += new
-            out += new
-        return out[:max_tokens]
+                for stats in (self.total, self.interval):
+                    stats.prompt_tokens += prompt_len
+                    stats.generation_tokens += done
 
     def _step(self, context: list[int]) -> list[int]:
         assert self.draft is not None
@@ -160,3 +197,16 @@ class Engine:
 
 
 START = time.time()
+
+
+def _id(chat: bool) -> str:
+    return f"{'chatcmpl' if chat else 'cmpl'}-{os.getpid()}{int(time.time() * 1e6)}"
+
+
+def _text(tokens: list[int]) -> str:
+    return "".join(f" t{t}" for t in tokens)
+
+
+def _usage(prompt: int, completion: int) -> dict:
+    return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+            "prompt_tokens_details": None}

@@ -10,6 +10,7 @@ traceback with vLLM's own message, exit 1.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import signal
@@ -173,7 +174,8 @@ def serve(sock: socket.socket, args, engine: Engine) -> int:
     host, port = sock.getsockname()[:2]
     log(lines.START_WHERE, lines.start_line(args.host or "0.0.0.0", args.port))
     log(lines.ROUTES_WHERE, "Available routes are:")
-    for path, methods in (("/health", "GET"), ("/metrics", "GET"), ("/v1/models", "GET"), ("/v1/completions", "POST")):
+    for path, methods in (("/health", "GET"), ("/metrics", "GET"), ("/v1/models", "GET"), ("/v1/completions", "POST"),
+                          ("/v1/chat/completions", "POST")):
         log(lines.ROUTE_WHERE, f"Route: {path}, Methods: {methods}")
     server = ThreadingHTTPServer((host, port), Handler, bind_and_activate=False)
     server.socket.close()
@@ -227,13 +229,28 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         engine: Engine = self.server.engine  # type: ignore[attr-defined]
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path != "/v1/completions":
+        if self.path not in ("/v1/completions", "/v1/chat/completions"):
             return self._send(404, b'{"detail":"Not Found"}')
+        chat = self.path == "/v1/chat/completions"
         try:
             request = json.loads(body or b"{}")
-            answer = engine.complete(request)
+            if request.get("stream"):
+                events = engine.stream(request, chat)
+                first = next(events)  # a bad request fails before the 200
+            else:
+                answer = engine.complete(request, chat)
         except (ValueError, KeyError, TypeError) as exc:
             return self._send(400, json.dumps({"object": "error", "message": str(exc), "type": "BadRequestError",
                                                "param": None, "code": 400}).encode())
-        self._send(200, json.dumps(answer).encode())
+        if not request.get("stream"):
+            return self._send(200, json.dumps(answer).encode())
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in itertools.chain([first], events):
+            data = event.encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
 

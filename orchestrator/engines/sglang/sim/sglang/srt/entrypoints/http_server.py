@@ -2,13 +2,14 @@
 
 Endpoints: /health, /health_generate, /ready, /model_info (+ /get_model_info), /server_info
 (+ /get_server_info), /generate (POST/PUT, optional SSE streaming), /flush_cache, /v1/models,
-/v1/completions, /v1/chat/completions, and /metrics with --enable-metrics.
+/v1/completions and /v1/chat/completions (both optionally streamed), and /metrics with --enable-metrics.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import json
 import logging
 import os
@@ -257,19 +258,33 @@ def openai_models(request: Handler, body: bytes) -> None:
     )
 
 
+def _chat_prompt(messages) -> str:
+    """The served model's chat template, as the rehearsal tokenizer has one: each turn after its role."""
+    return "".join(f"<|{m.get('role', 'user')}|> {m.get('content', '')} " for m in messages) + "<|assistant|>"
+
+
 def _openai_generate(request: Handler, body: bytes, chat: bool) -> None:
     tm = _global_state.tokenizer_manager
     try:
         obj = request.json_body(body)
         if chat:
-            prompt = " ".join(str(m.get("content", "")) for m in obj.get("messages") or [])
+            prompt = _chat_prompt(obj.get("messages") or [])
             max_tokens = obj.get("max_completion_tokens") or obj.get("max_tokens")
         else:
             prompt = obj.get("prompt", "")
             max_tokens = obj.get("max_tokens", 16)
-        out = tm.generate({"text": prompt, "sampling_params": {"max_new_tokens": max_tokens, "temperature": obj.get("temperature", 1.0)}})
+        params = {"max_new_tokens": max_tokens, "temperature": obj.get("temperature", 1.0)}
+        params.update({k: obj[k] for k in ("top_p", "top_k") if k in obj})
+        inner = {"text": prompt, "sampling_params": params, "stream": bool(obj.get("stream"))}
+        if obj.get("stream"):
+            events = tm.generate_stream(inner)
+            first = next(events)
+        else:
+            out = tm.generate(inner)
     except ValueError as e:
         return request.send_json(400, {"object": "error", "message": str(e), "type": "BadRequestError", "param": None, "code": 400})
+    if obj.get("stream"):
+        return request.send_stream(_openai_stream(obj, chat, first, events))
     meta = out["meta_info"]
     finish = meta["finish_reason"]["type"] if meta["finish_reason"] else None
     choice = {"index": 0, "logprobs": None, "finish_reason": finish, "matched_stop": None}
@@ -283,17 +298,46 @@ def _openai_generate(request: Handler, body: bytes, chat: bool) -> None:
         "created": int(time.time()),
         "model": obj.get("model") or _global_state.server_args.served_model_name,
         "choices": [choice],
-        "usage": {
-            "prompt_tokens": meta["prompt_tokens"],
-            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-            "completion_tokens": meta["completion_tokens"],
-            "prompt_tokens_details": None,
-        },
+        "usage": _usage(meta),
     }
     if obj.get("return_spec_tokens_details") and "spec_verify_ct" in meta:
         keys = ("spec_accept_rate", "spec_accept_length", "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct")
         response["sglext"] = {"spec_tokens_details": {k: meta[k] for k in keys}}
     request.send_json(200, response)
+
+
+def _usage(meta: dict) -> dict:
+    return {"prompt_tokens": meta["prompt_tokens"], "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
+            "completion_tokens": meta["completion_tokens"], "prompt_tokens_details": None}
+
+
+def _openai_stream(obj: dict, chat: bool, first: dict, events):
+    """serving_chat.py / serving_completions.py streams: (chat) a first chunk with the role, a chunk per
+    new text delta with finish_reason on the last, usage per chunk with `continuous_usage_stats`, a
+    usage-only chunk (`choices: []`) with `include_usage`, then [DONE]."""
+    options = obj.get("stream_options") or {}
+    model = obj.get("model") or _global_state.server_args.served_model_name
+    kind = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(meta: dict, choices: list, usage=None) -> str:
+        return "data: " + json.dumps({"id": meta["id"], "object": kind, "created": int(time.time()), "model": model,
+                                      "choices": choices, "usage": usage}) + "\n\n"
+
+    sent, meta = "", first["meta_info"]
+    if chat:
+        yield chunk(meta, [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
+    for out in itertools.chain([first], events):
+        meta = out["meta_info"]
+        delta, sent = out["text"][len(sent):], out["text"]
+        finish = meta["finish_reason"]["type"] if meta["finish_reason"] else None
+        if not delta and finish is None:
+            continue
+        choice = {"index": 0, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+        choice.update({"delta": {"role": None, "content": delta}} if chat else {"text": delta})
+        yield chunk(meta, [choice], _usage(meta) if options.get("continuous_usage_stats") else None)
+    if options.get("include_usage"):
+        yield chunk(meta, [], _usage(meta))
+    yield "data: [DONE]\n\n"
 
 
 def metrics(request: Handler, body: bytes) -> None:
