@@ -185,6 +185,7 @@ def main() -> None:
         for runs in sizes:
             print(f"{runs:,} runs: fill {fill(store, runs):.1f} s")
             cmds = commands(db, runs, work)
+            CPU.clear()  # the same command lines at every size
             figures[runs] = {name: timed(command, args.repeat, work) for name, command in cmds.items()}
             for name, value in figures[runs].items():
                 cpu = min(CPU.get(" ".join(cmds[name]), [0.0]))

@@ -117,7 +117,7 @@ def test_experiment_file_tool_keys(project):
         ("  args: {num-prompts: 8}\n", r"t.yaml:5: `args` are a benchmark tool's; add `tool:`"),
         ("  tool: sglang.bench_serving\n  prompts: p.jsonl\n", "`prompts` is orch's own workload"),
         ("  tool: sglang.bench_serving\n  args: {num-prompts: {a: 1}}\n", r"t.yaml:6: args 'num-prompts': expected"),
-        ("  tool: [a]\n", "`tool` must be a tool's name"),
+        ("  tool: [a]\n", "`tool` must be the name of one of the engine's benchmark tools"),
     ]:
         (project / "experiments" / "p.jsonl").write_text('"hi"\n')
         with pytest.raises(SpecError, match=message):

@@ -624,10 +624,12 @@ def resident_call(tag: str, command: str, input_bytes: int, held: bool) -> str:
 
 RESIDENT_GO = "go\n"
 
+
 # -- Slurm (`remote/slurm.py`): commands run on a slurm entry's login node ----------------------
 
 STEP_MARK = "__ORCH_STEP__"  # ends a step's stdout and stderr, then its command's exit status in 3 digits
 STEP_TOKEN = "ORCH_STEP"  # in the environment of every process a step's command started
+STEP_CHECK_EVERY = 10  # turns of 20 ms
 
 
 def slurm_submit(name: str, comment: str, nodes: int, partition: str | None, account: str | None,
@@ -676,11 +678,15 @@ def slurm_step(job: str, node: str, gpus: int, chdir: str, command: str, token: 
             f"--chdir={chdir}", *([f"--gres=gpu:{gpus}"] if gpus else []), "bash", "-c", node_side]
     n = len(STEP_MARK) + 4
     ends = f'[ "$(tail -c {n} "$d/out" | head -c {len(STEP_MARK)})" = {STEP_MARK} ] && [ "$(tail -c {n} "$d/err" | head -c {len(STEP_MARK)})" = {STEP_MARK} ]'
+    # The wait costs no process while srun runs: `kill -0` and a `read` with a timeout on a fifo
+    # nobody writes are builtins; the marks are looked for every CHECK_EVERY turns only (a step
+    # whose command left processes running, such as a server's launch, is seen done that late).
     return (
-        "d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
+        "d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; mkfifo \"$d/tick\" && exec 9<>\"$d/tick\" || exit 1; "
         + ('cat > "$d/in"; ' if with_input else ': > "$d/in"; ')
-        + f'setsid {join(srun)} < "$d/in" > "$d/out" 2> "$d/err" & p=$!; '
-        + f"while kill -0 $p 2>/dev/null && ! {{ {ends}; }}; do sleep 0.02; done; "
+        + f'setsid {join(srun)} < "$d/in" > "$d/out" 2> "$d/err" & p=$!; i=0; '
+        + f"while kill -0 $p 2>/dev/null; do i=$((i + 1)); "
+        + f"if [ $((i % {STEP_CHECK_EVERY})) = 0 ] && {ends}; then break; fi; read -t 0.02 -u 9 _; done; "
         + f"if {ends}; then head -c -{n} \"$d/out\"; head -c -{n} \"$d/err\" >&2; "
         + f'exit $((10#$(tail -c 4 "$d/out" | head -c 3))); fi; '
         + f'wait $p; c=$?; cat "$d/out"; echo {STEP_MARK} >&2; cat "$d/err" >&2; exit $c'

@@ -49,10 +49,12 @@ class Held:
     recovery: Recovery | None  # what was cleaned up before the work (None without a lock)
 
 
-async def open_session(host: Host) -> HostSession:
-    """The host's session; an OS-level failure to connect is a HostError (exit 3)."""
+async def open_session(host: Host, say: Say | None = None) -> HostSession:
+    """The host's session; an OS-level failure to connect is a HostError (exit 3). A slurm host's
+    allocation is made here (its queue state said through `say`) and released when the session
+    closes (`remote/slurm.py`): after the command's work and its cleanup, whatever ended them."""
     try:
-        return await HostSession.open(host)
+        return await HostSession.open(host, say)
     except OSError as exc:
         raise HostError(f"{host.name}: cannot connect: {exc}") from None
 
@@ -98,4 +100,4 @@ async def on_hosts(hosts: Iterable[Host], work: Callable[[Held], Awaitable[T]], 
         async with holding(session, say, locking, stand_in) as held:
             return await work(held)
 
-    return await fan_out(hosts, one, opener=open_session)
+    return await fan_out(hosts, one, opener=lambda host: open_session(host, say))

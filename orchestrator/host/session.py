@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.core import shell
@@ -61,8 +62,9 @@ class HostSession:
     packages: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, host: Host) -> "HostSession":
-        conn = await connect(host, reconnect=True)  # a run finishes what it started across a dropped link
+    async def open(cls, host: Host, say: Callable[[str, str], None] | None = None) -> "HostSession":
+        # a run finishes what it started across a dropped link; `say` hears of a slurm job's queue state
+        conn = await connect(host, reconnect=True, say=say)
         workdir = absolute(host.workdir, conn.home)
         host = dataclasses.replace(host, workdir=workdir)
         conn.host = host

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
 from .base import Completed, Connection, FileStat, LinkLost, Reconnection, Unreachable
@@ -16,10 +18,18 @@ def is_this_machine(host: Host) -> bool:
     return host.transport == "local"
 
 
-async def connect(host: Host, *, reconnect: bool = False, timeout: float | None = None) -> Connection:
+async def connect(host: Host, *, reconnect: bool = False, timeout: float | None = None,
+                  say: Callable[[str, str], None] | None = None) -> Connection:
     """A connection to `host`; with `reconnect`, an SSH one that reopens after a dropped link
     (`reconnecting.py`) for commands that must finish what they started, such as a run.
-    `timeout` bounds an SSH handshake (default: the ssh config's, else the transport's)."""
+    `timeout` bounds an SSH handshake (default: the ssh config's, else the transport's).
+    A slurm host is a node of an allocation made now (`slurm.py`; `say` hears of the job's queue
+    state), released when the connection closes."""
+    if host.slurm is not None:
+        from .slurm import NodeConnection
+
+        return await NodeConnection.open(host, say or (lambda _label, _text: None),
+                                         lambda login: connect(login, reconnect=reconnect, timeout=timeout))
     if host.transport == "local":
         return LocalConnection(host)
     try:

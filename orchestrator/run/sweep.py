@@ -15,6 +15,7 @@ from orchestrator.errors import HostBusy, HostError, OrchError
 from orchestrator.host import lifecycle, occupancy
 from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.host.session import HostSession
+from orchestrator.remote import slurm
 from orchestrator.store import database as store_queries
 from orchestrator.store.database import FAILED, Store
 from . import serving
@@ -113,6 +114,8 @@ async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, sto
                 for note in notes:
                     store.event(store.get(str(outcome.run_id)), "recovered", note)
                 notes.clear()
+            if outcome.run_id is not None and (job := slurm.job_of(session.conn)) is not None:
+                store.event(store.get(str(outcome.run_id)), "slurm-job", job.describe())  # where the run ran
             if held.lock is not None and held.lock.lost:
                 reporter.warning(session.host.name, f"{held.lock.path} was broken by another command during run {outcome.uid}")
             retry = await _lost_link(session, queue, entry, outcome, store, reporter)

@@ -1,0 +1,124 @@
+"""The rehearsal experiment on a real one-node Slurm cluster (`tests/slurm.py`, one per module):
+orch allocates the node (sbatch), runs every host command as a step beside the job (srun
+--overlap), releases the allocation at the end, after an interrupt too, and says a queued job's
+state and reason while it waits behind another. After each: `squeue` empty, nothing left patched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import slurm
+from conftest import ROOT, free_port
+from test_crash import orch, records
+from test_interrupt import marked_processes, start, wait_for
+
+# what each patch of the `fixed` variant inserts: absent once it is reverted
+INSERTED = {"srt/models/llama_eagle3.py": "_eagle3_debug_printed",
+            "srt/models/kimi_k25.py": "def set_eagle3_layers_to_capture"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm.Cluster]:
+    """The cluster for this module's cases; skips with the reason where Slurm cannot be had, and
+    fails as root with apt (CI), where `make test` installs it."""
+    reason = slurm.missing()
+    if reason:
+        if os.environ.get("CI") or (os.geteuid() == 0 and shutil.which("apt-get")):
+            pytest.fail(f"{reason}; as root with apt the Slurm tests must run: `make slurm-deps`")
+        pytest.skip(reason)
+    running = slurm.start(tmp_path_factory.mktemp("slurm") / "cluster")
+    before = {k: os.environ.get(k) for k in running.environ()}
+    os.environ.update(running.environ())  # the orch commands the cases start find the cluster through it
+    yield running
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    running.stop()
+
+
+@pytest.fixture
+def clean(cluster: slurm.Cluster) -> Iterator[slurm.Cluster]:
+    """Each case starts with an empty queue and leaves none of its jobs behind."""
+    yield cluster
+    cluster.cancel_all()
+
+
+def slurm_project(project: Path, cluster: slurm.Cluster, requests: int) -> Path:
+    """The inventory's one host is the cluster (this machine its login node); the demo experiment's
+    `fixed` variant runs there on a free port with `requests` requests."""
+    (project / "inventory.yaml").write_text(
+        "hosts:\n  cluster:\n    transport: slurm\n    login: local\n"
+        f"    partition: {cluster.partition}\n    gpus_per_node: {slurm.GPUS}\n    time: \"10:00\"\n"
+        f"    options: [--exclusive]\n    workdir: {project / 'shared'}\n    rehearsal: true\n")
+    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("hosts: [local]", "hosts: [cluster]")
+    text = text.replace("requests: 16", f"requests: {requests}").replace("port: 30000", f"port: {free_port()}")
+    spec = project / "experiments" / "eagle_debug.yaml"
+    spec.write_text(text)
+    return spec
+
+
+def assert_released_and_reverted(project: Path, cluster: slurm.Cluster, output: str) -> None:
+    assert "released" in output, output
+    deadline = time.monotonic() + 15
+    while cluster.jobs() and time.monotonic() < deadline:  # a cancelled job completes for a moment
+        time.sleep(0.2)
+    assert cluster.jobs() == [], output
+    for name, text in INSERTED.items():
+        assert text not in (project / "shared" / "rehearsal" / "sglang" / name).read_text(), f"{name} left patched"
+    assert marked_processes(project) == [], output
+
+
+def assert_ran_in_its_job(project: Path, cluster: slurm.Cluster, output: str) -> None:
+    [run] = records(project)
+    assert run["status"] == "succeeded" and run["host"] == "cluster", output
+    [job] = [e["message"] for e in run["events"] if e["kind"] == "slurm-job"]
+    assert job.startswith("job ") and f"nodes {cluster.node}, partition {cluster.partition}" in job, job
+    assert f"slurm {job}: running" in " ".join(output.split()), output
+
+
+# the queued case is the one `make test` runs (it is the plain run's case too, after the wait)
+@pytest.mark.slow
+def test_the_rehearsal_experiment_runs_in_an_allocation_that_is_released(project, clean):
+    spec = slurm_project(project, clean, requests=4)
+    done = orch(project, "run", str(spec), "--variant", "fixed")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert_ran_in_its_job(project, clean, output)
+    assert_released_and_reverted(project, clean, output)
+
+
+def test_an_interrupted_run_releases_the_allocation_and_reverts(project, clean):
+    spec = slurm_project(project, clean, requests=400)
+    proc = start(project, "run", str(spec), "--variant", "fixed", "--no-preflight")
+    before = wait_for(proc, "sending")
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    output = before + rest
+    assert proc.returncode == 130, output
+    assert [r["status"] for r in records(project)] == ["interrupted"], output
+    assert_released_and_reverted(project, clean, output)
+
+
+def test_a_run_waits_in_the_queue_behind_another_job_then_runs_and_releases(project, clean):
+    blocker = clean.block()  # holds the node's 8 GPUs
+    spec = slurm_project(project, clean, requests=4)
+    proc = start(project, "run", str(spec), "--variant", "fixed")
+    before = wait_for(proc, "(Resources): waiting in the queue", 30)
+    assert "pending" in before, before
+    assert proc.poll() is None
+    clean.client("scancel", blocker)
+    rest, _ = proc.communicate(timeout=90)
+    output = before + rest
+    assert proc.returncode == 0, output
+    assert_ran_in_its_job(project, clean, output)
+    assert_released_and_reverted(project, clean, output)
