@@ -504,8 +504,9 @@ for key, name, data in json.load(sys.stdin):
 
 def compile_stdin(python: str) -> str:
     """Compile, with `python`, the sources its stdin holds as JSON `[[key, file name, base64 bytes],
-    ...]`, writing nothing (no file, no bytecode); print `[key, line, message]` for each that fails."""
-    return f"{path(python)} -c {quote(_COMPILE_PYTHON)}"
+    ...]`, writing nothing (no file, no bytecode); print `[key, line, message]` for each that fails.
+    `-S`: the standard library is all it needs, and skipping `site` (its .pth files) halves the start."""
+    return f"{path(python)} -S -c {quote(_COMPILE_PYTHON)}"
 
 
 # -- occupancy: who holds a port, what runs on the GPUs -----------------------------------------
@@ -546,8 +547,9 @@ print(json.dumps({"listening": bool(inodes), "holders": holders}))
 
 def port_holders(python: str, port: int) -> str:
     """Print JSON `{"listening": bool, "holders": [{pid, name, user, pgid, mark}]}` for a TCP port
-    in LISTEN state (from /proc; processes of other users are listening but not named)."""
-    return f"{path(python)} -c {quote(_PORT_HOLDERS_PYTHON)} {int(port)}"
+    in LISTEN state (from /proc; processes of other users are listening but not named). `-S`:
+    the standard library is all it needs, and skipping `site` (its .pth files) halves the start."""
+    return f"{path(python)} -S -c {quote(_PORT_HOLDERS_PYTHON)} {int(port)}"
 
 
 GPU_MARKER = "__ORCH_GPU__"

@@ -45,6 +45,7 @@ class Journal:
     def __init__(self, conn: Connection, workdir: str):
         self.conn = conn
         self.root = f"{workdir.rstrip('/')}/journal"
+        self._made: set[str] = set()  # the runs' journal folders made by this session
 
     def _dir(self, run: str) -> str:
         return f"{self.root}/{run}"
@@ -74,7 +75,9 @@ class Journal:
             sha256_before=patching.sha256(before), sha256_after=patching.sha256(after),
             backup=f"{base}.orig", mode=st.mode, uid=st.uid, gid=st.gid,
         )
-        await self.conn.run(shell.mkdir(self._dir(run)), idempotent=True)
+        if self._dir(run) not in self._made:  # once per run, not per patch (a revert may remove it: see _forget)
+            await self.conn.run(shell.mkdir(self._dir(run)), idempotent=True)
+            self._made.add(self._dir(run))
         await self.conn.write_file(record.backup, before, mode=0o600)
         await self._write_record(record)
         await self._sync(self._dir(run), self.root)
@@ -159,6 +162,7 @@ class Journal:
 
     async def _forget(self, record: PatchRecord) -> None:
         base = f"{self._dir(record.run)}/{record.seq:03d}"
+        self._made.discard(self._dir(record.run))
         await self.conn.run(
             shell.remove_files(f"{base}.json", f"{base}.orig") + "; " + shell.remove_empty_dir(self._dir(record.run)),
             idempotent=True,

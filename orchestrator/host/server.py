@@ -15,8 +15,8 @@ from orchestrator.errors import ServerError
 from orchestrator.remote import Connection
 
 LOG_NAME = "server.log"
-POLL_SECONDS = 0.3  # while the log grows; a quiet log is polled less and less often, up to
-POLL_MAX_SECONDS = 2.0  # this: each poll is a command on the host (a process, over SSH a channel)
+POLL_SECONDS = 0.1  # while the log grows; a quiet log is polled less and less often, up to
+POLL_MAX_SECONDS = 0.5  # this: each poll is a command on the host (a few ms on a resident shell)
 HEALTH_EVERY_SECONDS = 3.0
 STOP_GRACE_SECONDS = 15.0  # SIGTERM to SIGKILL: an engine's scheduler processes need a few seconds to exit
 
