@@ -4,7 +4,7 @@ PYTHON  ?= python3
 BIN      = $(VENV)/bin
 ORCH     = $(BIN)/orch
 
-.PHONY: setup system-deps postgres-deps demo test typecheck bench clean
+.PHONY: setup system-deps postgres-deps slurm-deps demo test typecheck bench clean
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,15 @@ postgres-deps:
 		else echo "note: postgresql missing and not root; PostgreSQL store tests will be skipped"; fi; \
 	fi
 
+# The Slurm tests start a one-node cluster on this machine (Debian's slurm-wlm and munge,
+# installed when missing, as root; the packages' own services are not used).
+slurm-deps:
+	@if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
+		else echo "note: slurm-wlm missing and not root; Slurm tests will be skipped"; fi; \
+	fi
+
 demo: setup
 	$(ORCH) run experiments/eagle_debug.yaml
 	$(ORCH) diff
@@ -45,7 +54,7 @@ demo: setup
 typecheck: setup
 	$(BIN)/python -m mypy
 
-test: setup system-deps postgres-deps typecheck
+test: setup system-deps postgres-deps slurm-deps typecheck
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: setup
