@@ -123,7 +123,9 @@ for i in range(6):
 """
 
 
-def test_two_controllers_writing_at_once_lose_nothing(url):
+def test_two_controllers_writing_at_once_lose_nothing(postgres):
+    """On PostgreSQL (SQLite's case: eight controllers on a fresh file in test_schema.py)."""
+    url = postgres.database("two_controllers")
     procs = [subprocess.Popen([sys.executable, "-c", CONTROLLER, url, name], cwd=ROOT, stderr=subprocess.PIPE,
                               text=True) for name in ("one", "two")]
     errors = [p.communicate(timeout=60)[1] for p in procs]
