@@ -125,17 +125,18 @@ def run_processes(pgid: int, run_dir: str, sig: str | None = None) -> str:
     short and change its exit code).
 
     Zombies are left out: an exited child the host's init has not reaped yet holds no GPU and no
-    port. Only builtins run per process (reading /proc), so a busy host is scanned in milliseconds.
+    port. One grep reads every process's environment (the run mark, NUL-separated entries); per
+    process only builtins run (its /proc stat), so a busy host is scanned in tens of milliseconds
+    (bash's `read` of each environment, byte by byte, took 0.5-0.8 s on a loaded 2-core host).
     """
     signal = f'[ "$k" = m ] && kill -s {quote(sig)} -- "$p" 2>/dev/null; ' if sig else ""
     group = f"kill -s {quote(sig)} -- -{int(pgid)} 2>/dev/null; " if sig else ""
     return (
         f'{group}cd {path(run_dir)} 2>/dev/null || exit 0; want="{RUN_MARK}=$PWD"; '
+        'marked=" $(grep -lzxF -- "$want" /proc/[0-9]*/environ 2>/dev/null | tr "\\n" " ")"; '
         'for d in /proc/[0-9]*; do { read -r s < "$d/stat"; } 2>/dev/null || continue; '
         's=${s##*") "}; set -f; set -- $s; set +f; [ "$1" = Z ] && continue; p=${d#/proc/}; k=g; '
-        f'if [ "$3" != {int(pgid)} ]; then k=; '
-        '{ while IFS= read -r -d "" e; do [ "$e" = "$want" ] && { k=m; break; }; done < "$d/environ"; } 2>/dev/null; '
-        '[ -n "$k" ] || continue; fi; '
+        f'if [ "$3" != {int(pgid)} ]; then case "$marked" in *" $d/environ "*) k=m ;; *) continue ;; esac; fi; '
         f'{signal}echo "$k $p"; done; true'
     )
 
