@@ -4,9 +4,12 @@ each as metrics, shown by `orch show --requests`, `orch series` and `orch diff`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from conftest import free_port
 from test_reuse import experiment
 from test_run import orch
 
+from orchestrator.errors import WorkloadError
 from orchestrator.remote.streams import Timing
 from orchestrator.run import workload
 from orchestrator.store.database import EventRow, MetricRow, RequestRow, Store
@@ -31,6 +35,58 @@ def test_a_chunk_gap_is_spread_over_the_tokens_it_brought():
     timing.chunk(11.1, 5)
     assert timing.ttft == 0.5
     assert [round(g, 6) for g in timing.itl] == [0.1, 0.1, 0.1, 0.3]  # the last gap runs from 10.8
+
+
+class Streaming(BaseHTTPRequestHandler):
+    """SSE as uvicorn sends it (chunked, events split across chunks) or until close; `/error` ends
+    with SGLang's error event, `/missing` answers 404."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path.startswith("/missing"):
+            body = b'{"detail":"Not Found"}'
+            self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        meta = lambda n: {"completion_tokens": n, "prompt_tokens": 3, "finish_reason": None}  # noqa: E731
+        events = [f"data: {json.dumps({'text': ' a' * n, 'meta_info': meta(n)})}\n\n" for n in (1, 3)]
+        events.append('data: {"error": {"message": "the scheduler died"}}\n\n' if self.path.startswith("/error") else
+                      f"data: {json.dumps({'text': ' a a a', 'meta_info': {**meta(3), 'spec_verify_ct': 2}})}\n\n")
+        raw = "".join(events + ["data: [DONE]\n\n"]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for at in range(0, len(raw), 7):  # chunk boundaries inside events
+            piece = raw[at:at + 7]
+            self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_native_stream_is_read_across_chunk_boundaries_and_its_errors_are_one_line():
+    from orchestrator.engines.base import Call
+    from orchestrator.engines.sglang import client
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Streaming)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base, call = f"http://127.0.0.1:{server.server_address[1]}", Call((("user", "hi"),), 3, {"temperature": 0.0})
+    try:
+        done = asyncio.run(client.request(base, call))
+        assert (done.prompt_tokens, done.completion_tokens, done.accept_len, done.text) == (3, 3, 1.5, " a a a")
+        assert done.ttft is not None and len(done.itl) == 2  # the second event brought 2 tokens
+        with pytest.raises(WorkloadError, match=r"/error/generate failed: the scheduler died$"):
+            asyncio.run(client.request(base + "/error", call))
+        with pytest.raises(WorkloadError, match=r"/missing/generate failed: HTTP 404"):
+            asyncio.run(client.request(base + "/missing", call))
+    finally:
+        server.shutdown()
 
 
 def test_percentiles_are_linear_between_ranks_as_bench_serving_reports():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,7 +20,7 @@ from orchestrator.remote.http import MAX_HEADER_BYTES, _read_body, _read_head
 __all__ = ["post_events"]
 
 
-async def post_events(url: str, payload: dict[str, Any]) -> AsyncIterator[tuple[float, str]]:
+async def post_events(url: str, payload: dict[str, Any]) -> AsyncGenerator[tuple[float, str], None]:
     """(time.monotonic() at arrival, data) of each event; HTTPError for an answer other than 200
     or a connection that fails. The caller bounds the whole with its own timeout."""
     parts = urlsplit(url)

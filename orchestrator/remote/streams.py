@@ -101,13 +101,22 @@ def _piece(chunk: dict[str, Any]) -> str:
 
 
 async def events(url: str, payload: dict[str, Any]) -> AsyncIterator[tuple[float, str]]:
-    """The stream's `data:` payloads, as WorkloadError when the request fails."""
+    """The stream's `data:` payloads, as WorkloadError when the request fails or outlasts
+    REQUEST_TIMEOUT_S (each wait bounded by what is left: a timeout scope cannot span a yield)."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    stream = sse.post_events(url, payload)
     try:
-        async with asyncio.timeout(REQUEST_TIMEOUT_S):
-            async for event in sse.post_events(url, payload):
-                yield event
-    except (http.HTTPError, TimeoutError) as exc:
-        raise WorkloadError(f"{url} failed: {exc or 'no answer within %d s' % REQUEST_TIMEOUT_S}") from None
+        while True:
+            try:
+                yield await asyncio.wait_for(anext(stream), max(deadline - time.monotonic(), 0.001))
+            except StopAsyncIteration:
+                return
+            except http.HTTPError as exc:
+                raise WorkloadError(f"{url} failed: {exc}") from None
+            except TimeoutError:
+                raise WorkloadError(f"{url} failed: no whole answer within {REQUEST_TIMEOUT_S:.0f} s") from None
+    finally:
+        await stream.aclose()
 
 
 def chunk_of(data: str, where: str) -> dict[str, Any] | None:
