@@ -2,10 +2,10 @@
 
 munged runs with a generated key; slurmctld and slurmd (Debian's slurm-wlm) run in the foreground
 as children of the test session with a generated slurm.conf: process tracking by the process
-tree (proctrack/linuxproc, task/none: no cgroups needed), whole-node allocations (select/linear:
-a job holding the node makes the next one wait), the node with 8 GPUs as a count-only generic
-resource (no devices: the rehearsal needs none), free ports, and every state, spool, log and pid
-file in the folder. Clients find the cluster through SLURM_CONF (set in `environ`). Where Slurm
+tree (proctrack/linuxproc, task/none: no cgroups needed), cores and GPUs scheduled
+(select/cons_tres: a job holding the node's 8 GPUs makes the next one that asks for them wait),
+the GPUs plain files in the folder (nothing opens them: the rehearsal needs no devices), free
+ports, and every state, spool, log and pid file in the folder. Clients find the cluster through SLURM_CONF (set in `environ`). Where Slurm
 cannot be had, `missing` says why and the tests skip.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -66,15 +67,39 @@ class Cluster:
         self.client("scancel", "--full", *[line.split()[0] for line in self.jobs()])
 
     def stop(self) -> None:
+        """Jobs cancelled (their step daemons exit), the daemons stopped, then anything left that
+        carries this cluster's SLURM_CONF (a step daemon outlives slurmd by design) killed."""
+        if self.procs and self.conf.exists() and all(p.poll() is None for p in self.procs):
+            self.cancel_all()
+            deadline = time.monotonic() + 5
+            while self.jobs() and time.monotonic() < deadline:
+                time.sleep(0.2)
         for proc in reversed(self.procs):
             proc.terminate()
         for proc in reversed(self.procs):
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for pid in _carrying(f"SLURM_CONF={self.conf}".encode()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _carrying(entry: bytes) -> list[int]:
+    """Processes whose environment holds `entry` (read from /proc; this one aside)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if entry in environ.read_bytes().split(b"\0") and int(environ.parent.name) != os.getpid():
+                found.append(int(environ.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def missing() -> str | None:

@@ -6,6 +6,7 @@ state and reason while it waits behind another. After each: `squeue` empty, noth
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -17,6 +18,10 @@ import pytest
 
 import slurm
 from conftest import ROOT, free_port
+from orchestrator.core.inventory import Allocation, Host
+from orchestrator.errors import HostError
+from orchestrator.remote import connect
+from orchestrator.remote import slurm as slurm_transport
 from test_crash import orch, records
 from test_interrupt import marked_processes, start, wait_for
 
@@ -101,6 +106,9 @@ def test_an_interrupted_run_releases_the_allocation_and_reverts(project, clean):
     spec = slurm_project(project, clean, requests=400)
     proc = start(project, "run", str(spec), "--variant", "fixed", "--no-preflight")
     before = wait_for(proc, "sending")
+    # the launch's step lasts while the server it started lives (the batch step aside)
+    steps = [line.split() for line in clean.client("squeue", "-s", "-h", "-o", "%i %M").stdout.splitlines()]
+    assert any(not step.endswith(".batch") and used != "0:00" for step, used in steps), steps
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     output = before + rest
@@ -122,3 +130,59 @@ def test_a_run_waits_in_the_queue_behind_another_job_then_runs_and_releases(proj
     assert proc.returncode == 0, output
     assert_ran_in_its_job(project, clean, output)
     assert_released_and_reverted(project, clean, output)
+
+
+def test_a_node_connection_runs_reads_and_writes_through_steps_and_says_when_the_job_is_gone(clean, tmp_path):
+    """The Connection protocol on the node, off the shared workdir (through steps): status and
+    both streams, stdin, an atomic write with its mode, read, stat, a missing file, a tree; once the
+    job is cancelled under it, a command is one clear HostError; closing still releases."""
+    host = Host(name="cluster", transport="slurm", workdir=str(tmp_path / "shared"),
+                slurm=Allocation("local", clean.partition, slurm.GPUS))
+    node_local = tmp_path / "node-local"
+    said: list[str] = []
+
+    async def work() -> None:
+        conn = await connect(host, say=lambda _host, text: said.append(text))
+        try:
+            done = await conn.run("echo out; echo err >&2; exit 3")
+            assert (done.exit_status, done.stdout, done.stderr) == (3, b"out\n", b"err\n")
+            assert (await conn.run("wc -c", input=b"x" * 70000)).out.strip() == "70000"
+            target = str(node_local / "f.txt")
+            await conn.write_file(target, b"data", 0o640)
+            assert await conn.read_file(target) == b"data"
+            found = await conn.stat(target)
+            assert found is not None and (found.size, found.mode) == (4, 0o640)
+            assert await conn.stat(target + ".none") is None
+            with pytest.raises(FileNotFoundError):
+                await conn.read_file(target + ".none")
+            await conn.put_tree(Path(slurm.__file__).parent / "fixtures" / "tool", str(node_local / "tree"))
+            assert sorted(p.name for p in (node_local / "tree").iterdir())
+            job = slurm_transport.job_of(conn)
+            assert job is not None and job.nodes == (clean.node,)
+            clean.client("scancel", job.id)
+            deadline = time.monotonic() + 15
+            while any(line.startswith(f"{job.id} RUNNING") for line in clean.jobs()) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            with pytest.raises(HostError, match=rf"srun on node {clean.node} of slurm job {job.id} failed"):
+                await conn.run("true")
+        finally:
+            await conn.close()
+
+    asyncio.run(work())
+    assert any("running" in text for text in said) and ("released" in said[-1] or "could not release" in said[-1]), said
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_job_waits_in_the_queue_cancels_it(project, clean):
+    blocker = clean.block()
+    spec = slurm_project(project, clean, requests=4)
+    proc = start(project, "run", str(spec), "--variant", "fixed")
+    before = wait_for(proc, "waiting in the queue", 30)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, before + rest
+    assert "released" in rest, before + rest
+    deadline = time.monotonic() + 15
+    while [j for j in clean.jobs() if not j.startswith(blocker)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [j.split()[0] for j in clean.jobs()] == [blocker], before + rest

@@ -146,6 +146,7 @@ def hosts_list(ctx: typer.Context) -> None:
     inv = inventories.load(settings.inventory)
     for h in inv.hosts.values():
         where = "this machine" if is_this_machine(h) else f"{h.user + '@' if h.user else ''}{h.address or h.name}"
+        where = h.slurm.describe() if h.slurm else where
         extra = " (rehearsal)" if h.rehearsal else ""
         ui.console.print(f"{h.name}: {h.transport} {where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
                          + (f", tags {', '.join(h.tags)}" if h.tags else ""))

@@ -44,6 +44,10 @@ class Allocation:
     account: str | None = None
     options: tuple[str, ...] = ()  # more sbatch options, each one `--name` or `--name=value`
 
+    def describe(self) -> str:
+        login = "this machine" if self.login == "local" else self.login
+        return f"login node {login}, partition {self.partition or 'default'}, {self.gpus_per_node} GPUs per node"
+
 
 @dataclass(frozen=True)
 class Host:
