@@ -84,3 +84,15 @@ def test_bad_workload_dataset_keys_are_one_line_errors(project, workload, says):
     with pytest.raises(SpecError) as caught:
         specs.load(experiment(project, "", workload))
     assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.slow  # a whole orch process (~2 s idle, more on a busy machine); the loads above are the quick cases
+def test_orch_run_with_a_bad_dataset_line_stops_before_any_host(project):
+    from test_run import orch
+
+    (project / "experiments" / "q.jsonl").write_text('{"turns": ["a", "b"]}\n{"turns": [1]}\n')
+    done = orch(project, "run", str(experiment(project, "", "dataset: q.jsonl, format: mt-bench")))
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.endswith("q.jsonl:2: expected an object with `turns`, a list of strings (mt-bench format)"), line
+    assert not (project / "host").exists()

@@ -1,5 +1,6 @@
 """The rehearsal vLLM server: the real command line, start-up checks and failures, log lines,
-endpoints (/health, /v1/models, /v1/completions, /metrics) and speculative decoding computed on numpy.
+endpoints (/health, /v1/models, /v1/completions and /v1/chat/completions, whole or streamed as
+server-sent events, /metrics) and speculative decoding computed on numpy.
 
 Start-up follows vLLM's order: arguments (argparse, exit 2), the HTTP socket (bound before the
 engine, as `setup_server` does), the engine config (speculative config, max model len, parallel
