@@ -86,6 +86,14 @@ def test_bad_workload_dataset_keys_are_one_line_errors(project, workload, says):
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_matrix_drawing_more_prompts_than_the_dataset_holds_is_refused_when_planned(project):
+    (project / "experiments" / "q.jsonl").write_text((DATA / "gsm8k.jsonl").read_text())
+    spec = specs.load(experiment(project, "matrix: {workload.num_prompts: [1, 3]}\n", "dataset: q.jsonl, format: gsm8k"))
+    with pytest.raises(SpecError, match=r"q.jsonl: num_prompts 3 but the dataset has 2; lower num_prompts"):
+        specs.expand(spec, (), ("fixed",))
+    assert [p.workload.num_prompts for p in specs.expand(spec, ("workload.num_prompts=2",), ("fixed",))] == [2, 2]
+
+
 @pytest.mark.slow  # a whole orch process (~2 s idle, more on a busy machine); the loads above are the quick cases
 def test_orch_run_with_a_bad_dataset_line_stops_before_any_host(project):
     from test_run import orch

@@ -229,7 +229,12 @@ def _plan_workload(spec: Spec, variant: Variant, params: dict[str, Any]) -> Work
     for key in [k for k in params if k.startswith(WORKLOAD_PREFIX)]:
         fields[key[len(WORKLOAD_PREFIX):]] = params.pop(key)
     where = f"{spec.path}: workload of variant '{variant.name}'"
-    return dataclasses.replace(spec.workload, **_workload_fields(fields, where)) if fields else spec.workload
+    if not fields:
+        return spec.workload
+    load = dataclasses.replace(spec.workload, **_workload_fields(fields, where))
+    if load.dataset is not None and "num_prompts" in fields:  # a draw the dataset cannot give: refused before any host
+        datasets.conversations(load.dataset, load.format, load.num_prompts, load.seed)
+    return load
 
 
 WORKLOAD_FIELDS = {"requests": int, "max_new_tokens": int, "concurrency": int, "temperature": float, "top_p": float,
