@@ -140,6 +140,8 @@ params:
   speculative_eagle_topk: 1
   speculative_num_draft_tokens: 4
   port: 30000
+env:
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
 workload:
   tool: sglang.bench_serving
   args:
