@@ -10,6 +10,7 @@ import asyncio
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,14 +135,17 @@ def test_a_run_waits_in_the_queue_behind_another_job_then_runs_and_releases(proj
 
 def test_a_node_connection_runs_reads_and_writes_through_steps_and_says_when_the_job_is_gone(clean, tmp_path):
     """The Connection protocol on the node, off the shared workdir (through steps): status and
-    both streams, stdin, an atomic write with its mode, read, stat, a missing file, a tree; once the
-    job is cancelled under it, a command is one clear HostError; closing still releases."""
+    both streams, stdin, an atomic write with its mode, read, stat, a missing file, a tree, a port
+    through the relay; once the job is cancelled under it, a command is one clear HostError;
+    closing still releases the job and stops the relay."""
     host = Host(name="cluster", transport="slurm", workdir=str(tmp_path / "shared"),
                 slurm=Allocation("local", clean.partition, slurm.GPUS))
     node_local = tmp_path / "node-local"
     said: list[str] = []
+    relay = 0
 
     async def work() -> None:
+        nonlocal relay
         conn = await connect(host, say=lambda _host, text: said.append(text))
         try:
             done = await conn.run("echo out; echo err >&2; exit 3")
@@ -157,6 +161,7 @@ def test_a_node_connection_runs_reads_and_writes_through_steps_and_says_when_the
                 await conn.read_file(target + ".none")
             await conn.put_tree(Path(slurm.__file__).parent / "fixtures" / "tool", str(node_local / "tree"))
             assert sorted(p.name for p in (node_local / "tree").iterdir())
+            relay = await reached_through_a_relay(conn, tmp_path)
             job = slurm_transport.job_of(conn)
             assert job is not None and job.nodes == (clean.node,)
             clean.client("scancel", job.id)
@@ -169,6 +174,7 @@ def test_a_node_connection_runs_reads_and_writes_through_steps_and_says_when_the
             await conn.close()
 
     asyncio.run(work())
+    assert not Path(f"/proc/{relay}").exists() or Path(f"/proc/{relay}/stat").read_text().split()[2] == "Z"
     assert any("running" in text for text in said) and ("released" in said[-1] or "could not release" in said[-1]), said
 
 
@@ -186,3 +192,32 @@ def test_ctrl_c_while_the_job_waits_in_the_queue_cancels_it(project, clean):
     while [j for j in clean.jobs() if not j.startswith(blocker)] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [j.split()[0] for j in clean.jobs()] == [blocker], before + rest
+
+
+
+async def reached_through_a_relay(conn, folder: Path) -> int:
+    """The forward where the node is not this machine: a relay on the login node carries each
+    connection through its own srun step to the node's loopback (two requests, two steps). The
+    relay's pid."""
+    import urllib.request
+
+    (folder / "served").mkdir()
+    (folder / "served" / "page.txt").write_text("from the node\n" * 1000)
+    port = free_port()
+    pid = (await conn.run(f"cd {folder / 'served'} && setsid nohup {sys.executable} -m http.server {port} "
+                          "--bind 127.0.0.1 > /dev/null 2>&1 < /dev/null & echo $!")).out.strip()
+    try:
+        address, local = await conn.relayed(port)
+        url = f"http://{address}:{local}/page.txt"
+        bodies: list[bytes] = []
+        for _ in range(50):  # the server binds its port in a moment
+            try:
+                bodies = [await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read())
+                          for _ in range(2)]
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        assert bodies == [b"from the node\n" * 1000] * 2
+    finally:
+        await conn.run(f"kill {int(pid)}")
+    return next(iter(conn._relays.values()))[0]

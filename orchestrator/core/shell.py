@@ -720,3 +720,89 @@ def stat_line(p: str) -> str:
 
 def untar_stdin(folder: str) -> str:
     return f"mkdir -p -- {path(folder)} && tar -x -C {path(folder)}"
+
+
+# A relay on the login node to a port on a node's loopback: each connection it accepts (on the
+# login node's loopback, reached through the login connection's own forward) is carried by one
+# srun step whose Python joins its stdin/stdout to 127.0.0.1:PORT on the node. It prints its own
+# port, and ends once the job no longer runs (checked every 30 s) or when orch stops it.
+_NODE_PIPE_PYTHON = r"""
+import os, socket, sys, threading
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+def up():
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+threading.Thread(target=up, daemon=True).start()
+while True:
+    data = s.recv(65536)
+    if not data:
+        break
+    os.write(1, data)
+"""
+
+_RELAY_PYTHON = r"""
+import socket, subprocess, sys, threading, time
+job, step = sys.argv[1], sys.argv[2:]
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(64)
+print(server.getsockname()[1], flush=True)
+def carry(conn):
+    proc = subprocess.Popen(step, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def up():
+        try:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    break
+                proc.stdin.write(data)
+                proc.stdin.flush()
+        except OSError:
+            pass
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    threading.Thread(target=up, daemon=True).start()
+    try:
+        while True:
+            data = proc.stdout.read1(65536)
+            if not data:
+                break
+            conn.sendall(data)
+        conn.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    conn.close()
+    proc.kill()
+    proc.wait()
+def watch():
+    while True:
+        time.sleep(30)
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True)
+        if state.stdout.strip() != "RUNNING":
+            server.close()
+            raise SystemExit
+threading.Thread(target=watch, daemon=True).start()
+while True:
+    conn, _ = server.accept()
+    threading.Thread(target=carry, args=(conn,), daemon=True).start()
+"""
+RELAY_MARK = "__ORCH_RELAY__"
+
+
+def slurm_relay(job: str, node: str, node_python: str, port: int) -> str:
+    """Start the relay to `port` on `node` detached on the login node: prints `RELAY_MARK pid port`."""
+    step = ["srun", f"--jobid={job}", f"--nodelist={node}", "--nodes=1", "--ntasks=1", "--overlap", "--quiet",
+            "--unbuffered", node_python, "-S", "-c", _NODE_PIPE_PYTHON, str(int(port))]
+    return (f"f=$(mktemp) || exit 1; setsid nohup python3 -S -c {quote(_RELAY_PYTHON)} {join([job, *step])} "
+            f"> \"$f\" 2>&1 < /dev/null & p=$!; for _ in $(seq 100); do [ -s \"$f\" ] && break; sleep 0.05; done; "
+            f"echo {RELAY_MARK} $p $(head -n 1 \"$f\"); rm -f \"$f\"")
+
+
+def kill_pid(pid: int) -> str:
+    return f"kill {int(pid)} 2>/dev/null; true"

@@ -138,6 +138,7 @@ class NodeConnection:
         self.node = node
         self.home = home
         self._release = release  # the allocation's release, for the connection that owns it
+        self._relays: dict[int, tuple[int, int]] = {}  # node port -> (relay pid, its port) on the login node
 
     @classmethod
     async def open(cls, host: Host, say: Say, opener: Callable[[Host], Coroutine[Any, Any, Connection]]) -> "NodeConnection":
@@ -230,24 +231,45 @@ class NodeConnection:
             advance(len(data) - offset)
 
     async def forward(self, remote_port: int) -> tuple[str, int]:
-        """The node's port from this machine: where orch runs on the login node (`login: local`), the
-        node is reached directly (this machine's loopback when the node is this machine; else the
-        server must listen on the node's address). Through an SSH login node: not yet."""
-        if self.host.slurm is None or self.host.slurm.login != "local":
-            raise HostError(f"{self.host.name}: reaching a server on a Slurm node through an SSH login node is not "
-                            "supported yet; run orch on the login node (`login: local`)")
-        if self.node in (socket.gethostname(), "localhost"):
+        """The node's port from this machine: directly where the node is this machine (orch on the
+        login node, the node the same host), else through a relay on the login node (`relayed`)."""
+        if self.host.slurm is not None and self.host.slurm.login == "local" and self.node in (socket.gethostname(),
+                                                                                               "localhost"):
             return ("127.0.0.1", remote_port)
-        return (self.node, remote_port)
+        return await self.relayed(remote_port)
+
+    async def relayed(self, remote_port: int) -> tuple[str, int]:
+        """127.0.0.1:`remote_port` on the node through a relay on the login node (one srun step per
+        connection: `shell.slurm_relay`), reached through the login connection's own forward; one
+        relay per port for the life of the connection, stopped when it closes."""
+        if remote_port not in self._relays:
+            done = await self.login.run(shell.slurm_relay(self.job.id, self.node, self.host.python, remote_port),
+                                        timeout=30)
+            fields = done.out.split()
+            if not done.ok or len(fields) != 3 or fields[0] != shell.RELAY_MARK or not fields[2].isdigit():
+                raise HostError(f"{self.host.name}: could not start a relay to port {remote_port} on node {self.node} "
+                                f"on the login node: {_one_line(done.err or done.out)}; it needs python3 there")
+            self._relays[remote_port] = (int(fields[1]), int(fields[2]))
+        return await self.login.forward(self._relays[remote_port][1])
 
     async def close(self) -> None:
-        """Release the allocation (even under a cancel), then close the login node's connection."""
+        """Stop the relays and release the allocation (even under a cancel), then close the login
+        node's connection."""
         try:
+            for pid, _ in self._relays.values():
+                await _shielded(self._quietly(shell.kill_pid(pid)))
+            self._relays.clear()
             if self._release is not None:
                 release_job, self._release = self._release, None
                 await _shielded(release_job())
         finally:
             await _shielded(self.login.close())
+
+    async def _quietly(self, command: str) -> None:
+        try:
+            await self.login.run(command, timeout=30, idempotent=True)
+        except (OrchError, OSError):
+            pass  # the login node went away: the relay ends with the job (it checks every 30 s)
 
 
 def _tar(folder: Path) -> bytes:
