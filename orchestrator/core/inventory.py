@@ -46,7 +46,7 @@ class Allocation:
 
     def describe(self) -> str:
         login = "this machine" if self.login == "local" else self.login
-        return f"login node {login}, partition {self.partition or 'default'}, {self.gpus_per_node} GPUs per node"
+        return f"login node {login}, partition {self.partition or 'default'}"
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ async def _granted(login: Connection, host: Host, job: str, say: Say) -> Job:
                             f"see `scontrol show job {job}` or the cluster's logs")
         if f"{state} {reason}" != said:
             said = f"{state} {reason}"
-            say(host.name, f"slurm job {job} {state.lower()} ({reason}): waiting in the queue")
+            why = f" ({reason})" if reason and reason != "None" else ""  # None: not yet looked at by the scheduler
+            say(host.name, f"slurm job {job} {state.lower()}{why}: waiting in the queue")
         await asyncio.sleep(pause)
         pause = min(pause * 1.5, POLL_MAX_SECONDS)
 
