@@ -1,7 +1,8 @@
 """The one queue every host of a sweep takes its runs from.
 
-Hosts take the next plan that fits them now (in plan order): one their GPU count can run
-(`slots.able`) and their free GPU slots and patch set admit (`slots.Slots.lease`). The hosts are
+Hosts take the next plan that fits them now (the widest first, then in plan order: `_preference`):
+one their GPU count can run (`slots.able`) and their free GPU slots and patch set admit
+(`slots.Slots.lease`). The hosts are
 those the experiment's `hosts:` or `--hosts` chose (names or tags), so a plan fits any of them that
 has the GPUs. A host whose link fails for good takes no more plans: the others take what is left,
 and its run that the failure cut short goes back to the front of the queue once (a retry), to be run
@@ -58,7 +59,7 @@ class Queue:
         async with self._changed:
             while host.name not in self.lost:
                 fitting = [e for e in self.pending if able(host, e.plan)]
-                for entry in sorted(fitting, key=lambda e: self._serving[e.plan.server_key] > 0):
+                for entry in sorted(fitting, key=self._preference):
                     lease = slots.lease(entry.plan)
                     if lease is not None:
                         self._start(entry)
@@ -67,6 +68,13 @@ class Queue:
                     return None
                 await self._changed.wait()
             return None
+
+    def _preference(self, entry: Entry) -> tuple[bool, int]:
+        """Plans whose server key no run is using now first, then the widest (first fit by
+        decreasing size packs GPU slots far better than plan order: a tp-8 plan left to the end
+        waits for a host to drain while the smaller ones could have filled around it); plan order
+        among equals (a stable sort)."""
+        return self._serving[entry.plan.server_key] > 0, -tp_size(entry.plan)
 
     async def take_same(self, host: Host, server_key: str) -> Entry | None:
         """The next pending plan of `server_key` that fits `host`, reserved for the server a run of
