@@ -185,15 +185,15 @@ def serve(sock: socket.socket, args, engine: Engine) -> int:
     sock.listen(2048)
     server.engine = engine  # type: ignore[attr-defined]
     server.access_log = not args.disable_uvicorn_access_log  # type: ignore[attr-defined]
+    def shutdown(*_):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, shutdown)  # before the ready line: a stop right after it shuts down cleanly
+    signal.signal(signal.SIGINT, shutdown)
     uvicorn(f"Started server process [{os.getpid()}]")
     uvicorn("Waiting for application startup.")
     uvicorn("Application startup complete.")
     threading.Thread(target=engine.log_loop, args=(log,), daemon=True).start()
-    def shutdown(*_):
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, shutdown)
-    signal.signal(signal.SIGINT, shutdown)
     server.serve_forever(poll_interval=0.05)
     uvicorn("Shutting down")
     uvicorn("Finished server process [%d]" % os.getpid())
