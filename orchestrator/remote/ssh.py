@@ -107,9 +107,9 @@ class SSHConnection:
             if self._conn.is_closed():
                 raise self._lost("run a command", None, started=False)
             if not self._exec_only:
-                done = await self._run_resident(command, timeout, input, idempotent)
-                if done is not None:
-                    return done
+                resident = await self._run_resident(command, timeout, input, idempotent)
+                if resident is not None:
+                    return resident
             try:
                 process = await self._conn.create_process(
                     shell.in_bash(command, deadline=timeout), encoding=None,
