@@ -42,6 +42,7 @@ from orchestrator.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchE
 
 if TYPE_CHECKING:
     from orchestrator.store.database import Store
+    from orchestrator.store.reading import Reader
 
 # Plain help and usage errors (no rich_markup_mode): rich would cost `orch --help` a third of its time
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -77,6 +78,13 @@ def _store() -> Store:
     from orchestrator.store.database import Store
 
     return Store(settings.db)
+
+
+def _reader() -> Reader:
+    """The database for a reading command: plain DB-API, no SQLAlchemy (store/reading.py)."""
+    from orchestrator.store import reading
+
+    return reading.open_url(settings.db)
 
 
 def dumps(data: Any) -> str:

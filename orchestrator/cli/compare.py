@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Optional
+import sys
+from typing import Any
 
 import typer
 
 from orchestrator.core import compare as comparing
 from orchestrator.errors import SpecError
-from . import _store, app, dumps, ui
+from . import _reader, app, dumps, ui
 
 WHERE_HELP = "Only runs whose param has this value: key=value (a number or true/false as `--set` reads it). Repeatable."
 
@@ -30,7 +31,7 @@ def parse_where(items: list[str], option: str = "--where") -> dict[str, Any]:
 def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The experiment's succeeded runs matching `where`, and the count of runs left out per other status."""
     from orchestrator.store import queries
-    from orchestrator.store.database import SUCCEEDED
+    from orchestrator.store.reading import SUCCEEDED
 
     counts = queries.status_counts(store, experiment)
     if not counts:
@@ -64,17 +65,17 @@ def compare_command(
 
     if as_json and as_csv:
         raise SpecError("--json and --csv: give one of them")
-    runs, left_out = load(_store(), experiment, parse_where(where))
+    runs, left_out = load(_reader(), experiment, parse_where(where))
     if not runs:
         raise SpecError(f"experiment {experiment!r} has no succeeded run{' matching --where' if where else ''} "
                         f"to compare ({_left_out(left_out)}); see `orch ls -e {experiment}`")
     result = comparing.compare(experiment, runs, left_out, by, HOST_SPECIFIC_PARAMS)
     if as_json:
-        ui.raw(dumps(comparing.as_json(result)) + "\n")
+        emit(dumps(comparing.as_json(result)) + "\n")
     elif as_csv:
         out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerows(comparing.csv_rows(result))
-        ui.raw(out.getvalue())
+        emit(out.getvalue())
     else:
         table(result, len(runs))
 
@@ -112,13 +113,10 @@ def table(c: comparing.Comparison, counted: int) -> None:
 def diff_configurations(experiment: str, where_items: list[str], vs_items: list[str], as_json: bool) -> None:
     """`orch diff EXPERIMENT --where ... --vs ...`: side A matches --where, side B the same with --vs
     changing (or adding) conditions; each side must be one configuration."""
-    from rich.markup import escape  # here, not at the top: `orch --help` does without rich
-    from rich.table import Table
-
     from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
 
     where, vs = parse_where(where_items), parse_where(vs_items, "--vs")
-    every, _ = load(_store(), experiment, {})
+    every, _ = load(_reader(), experiment, {})
     known = {k for r in every for k in view(r)}
     for option, conditions in (("--where", where), ("--vs", vs)):
         comparing.check_keys(conditions, known, f"of {experiment!r}", option)
@@ -129,8 +127,11 @@ def diff_configurations(experiment: str, where_items: list[str], vs_items: list[
     a, b = sides
     rows = comparing.side_by_side(a, b)
     if as_json:
-        ui.raw(dumps(comparing.side_by_side_json(a, b, rows)) + "\n")
+        emit(dumps(comparing.side_by_side_json(a, b, rows)) + "\n")
         return
+    from rich.markup import escape  # here, not above: `orch --help` and --json do without rich
+    from rich.table import Table
+
     data = comparing.side_by_side_json(a, b, rows)
     for side, g in (("A", a), ("B", b)):
         ui.console.print(f"[bold]{side}[/]: {escape(', '.join(g.variants))}, runs {', '.join(map(str, g.run_ids))}",
@@ -150,6 +151,12 @@ def diff_configurations(experiment: str, where_items: list[str], vs_items: list[
         grid.add_row(r.metric, _side(r.a), _side(r.b), "-" if r.delta is None else f"{r.delta:+.3g}",
                      "[yellow]noise[/]" if r.noise else "")
     ui.console.print(grid)
+
+
+def emit(text: str) -> None:
+    """Machine-readable output (--json, --csv) straight to stdout: without rich, which tables need."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _side(s: comparing.Stat | None) -> str:

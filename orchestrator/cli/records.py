@@ -9,8 +9,8 @@ import typer
 from orchestrator.core import diff as diffs, inventory as inventories
 from . import ui
 from orchestrator.errors import SpecError
-from . import _store, app, dumps, settings
-from .compare import WHERE_HELP, parse_where
+from . import _reader, app, dumps, settings
+from .compare import WHERE_HELP, emit, parse_where
 
 
 @app.command("ls")
@@ -27,20 +27,20 @@ def list_runs(
     mine: bool = typer.Option(False, "--mine", help="Only runs this user made (a team database holds everyone's)."),
 ) -> None:
     """List runs, oldest first (the newest `--limit`), or best first by `--sort`."""
-    from orchestrator.store.database import current_user
+    from orchestrator.store.reading import current_user
 
     from . import listing
 
     if as_json and as_csv:
         raise SpecError("--json and --csv: give one of them")
-    store = _store()
+    store = _reader()
     listing.check(store, status, sort)
     filters = {"experiment": experiment, "status": status, "host": host, "user": current_user() if mine else None}
     rows, metrics = listing.select(store, filters, parse_where(where), sort, limit)
     if as_json:
-        ui.raw(dumps(listing.as_json(rows, metrics)) + "\n")
+        emit(listing.json_text(listing.as_json(rows, metrics)))
     elif as_csv:
-        ui.raw(listing.as_csv(rows, metrics))
+        emit(listing.as_csv(rows, metrics))
     else:
         ui.runs(rows, {sort: {r.id: metrics.get(r.id, {}).get(sort) for r in rows}} if sort else None)
 
@@ -49,12 +49,14 @@ def list_runs(
 def show(run_ref: str = typer.Argument(..., metavar="RUN"), as_json: bool = typer.Option(False, "--json"),
          requests: bool = typer.Option(False, "--requests", help="The workload's requests, one row each.")) -> None:
     """Everything recorded about one run (id, uid prefix, `last` or `last~N`)."""
-    store = _store()
+    from orchestrator.store import reading
+
+    store = _reader()
     if requests:
-        return _requests(store, store.get(run_ref), as_json)
-    record = store.record(store.get(run_ref))
+        return _requests(store, reading.get(store, run_ref), as_json)
+    record = reading.record(store, reading.get(store, run_ref))
     if as_json:
-        ui.raw(dumps(record) + "\n")
+        emit(dumps(record) + "\n")
     else:
         ui.show(record)
 
@@ -79,11 +81,13 @@ def diff(
         return
     if where:
         raise SpecError("--where in orch diff names side A of two configurations: give side B with --vs k=v")
-    store = _store()
-    a, b = store.record(store.get(run_a)), store.record(store.get(run_b))
+    from orchestrator.store import reading
+
+    store = _reader()
+    a, b = (reading.record(store, reading.get(store, ref)) for ref in (run_a, run_b))
     rows = diffs.compare(a, b, everything=everything)
     if as_json:
-        ui.raw(dumps(diffs.as_json(a, b, rows)) + "\n")
+        emit(dumps(diffs.as_json(a, b, rows)) + "\n")
     else:
         ui.diff(a, b, rows, diffs.command_diff(a, b))
 
@@ -91,17 +95,15 @@ def diff(
 def _requests(store: Any, run_row: Any, as_json: bool, as_csv: bool = False, by_end: bool = False,
               quiet: bool = False) -> None:
     """The run's requests: in the order sent, or (`by_end`) in the order they ended."""
-    from orchestrator.store.database import RequestRow
+    from orchestrator.store import reading
 
-    rows = [{"seq": r.seq, "at_s": r.at_s, "ttft_ms": r.ttft_ms, "e2e_ms": r.e2e_ms, "prompt_tokens": r.prompt_tokens,
-             "completion_tokens": r.completion_tokens, "accept_len": r.accept_len, "itl_ms": r.itl_ms}
-            for r in store.children(run_row, RequestRow)]
+    rows = reading.requests(store, run_row.id)
     if by_end:
         rows.sort(key=lambda r: r["at_s"])
     if as_json:
-        ui.raw(dumps(rows) + "\n")
+        emit(dumps(rows) + "\n")
     elif as_csv:
-        ui.raw(ui.series_csv([_request_row(r) for r in rows]) if rows else "")
+        emit(ui.series_csv([_request_row(r) for r in rows]) if rows else "")
     elif rows:
         ui.series([_request_row(r) for r in rows], f"run {run_row.id} requests ({len(rows)})"
                   + (", in the order they ended" if by_end else ""))
@@ -130,11 +132,13 @@ def series(
     `--kind requests`, one per workload request in the order they ended (latency, accept length)."""
     if kind not in SERIES_KINDS:
         raise SpecError(f"--kind {kind!r}: expected one of {', '.join(SERIES_KINDS)}")
-    store = _store()
-    run_row = store.get(run_ref)
+    from orchestrator.store import reading
+
+    store = _reader()
+    run_row = reading.get(store, run_ref)
     if kind == "requests":
         return _requests(store, run_row, False, as_csv, by_end=True)
-    rows = [row for row in store.record(run_row)["series"] if row["kind"] == kind]
+    rows = [row for row in reading.record(store, run_row)["series"] if row["kind"] == kind]
     if not rows:
         ui.note(f"run {run_row.id} has no {kind} series: its log holds no {kind.capitalize()} batch lines")
     elif as_csv:
@@ -152,19 +156,19 @@ def logs(
     debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
 ) -> None:
     """Print a run's server log (stored at the end of the run, or live from the host)."""
-    from orchestrator.store.database import RUNNING
+    from orchestrator.store import reading
 
-    store = _store()
-    run_row = store.get(run_ref)
+    store = _reader()
+    run_row = reading.get(store, run_ref)
     if debug:
-        for line in store.record(run_row)["debug_lines"]:
+        for line in reading.record(store, run_row)["debug_lines"]:
             ui.raw(line["text"] + "\n")
         return
-    if follow and run_row.status == RUNNING:
+    if follow and run_row.status == reading.RUNNING:
         import asyncio  # here, not at the top: `orch --help` does without it
         asyncio.run(_follow(run_row))
         return
-    data = store.log(run_row)
+    data = reading.log(store, run_row.id)
     if data is None:
         raise SpecError(f"run {run_row.id} has no stored log yet; `orch logs {run_row.id} --follow` reads it live")
     ui.raw(data.decode(errors="replace"))

@@ -1,0 +1,165 @@
+"""The read path (store/reading.py: plain DB-API, no SQLAlchemy) gives what the store's SQLAlchemy
+path gives, on SQLite and on a real PostgreSQL server (tests/pg.py): the same record of a run
+(`orch show --json` byte for byte), the same run resolution and errors, the same listing and
+comparison queries; a newer schema is refused as the store refuses it, an older one upgraded, and a
+reading command creates no database."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import StoreError
+from orchestrator.store import database, queries, reading, records, schema
+from orchestrator.store.database import (CheckpointRow, DebugRow, EventRow, FindingRow, HistogramRow, MetricRow,
+                                         PatchRow, RequestRow, Run, SeriesRow, Store)
+from test_schema import OLD_RUN
+
+
+def fill(store: Store) -> None:
+    """Three runs with every kind of child row; JSON values with nesting, nulls and text."""
+    for n in range(3):
+        run = Run(uid=f"2026-12-01-{n}ab", experiment="sweep" if n < 2 else "other", variant=f"v{n}", host="ab"[n % 2],
+                  status="succeeded" if n != 1 else "failed", repeat=n, params={"steps": 3 + n, "name": "m", "x": None},
+                  env={"A": "1"}, command="#!/bin/sh\necho 100%", flags=["slow"] if n else [],
+                  diagnosis={"signature": "s", "lines": [1, 2]} if n == 1 else None, error="boom" if n == 1 else None,
+                  controller="box:1", spec={"name": "sweep"}, server_run_id=1)
+        store.add(run)
+        store.add(MetricRow(run_id=run.id, name="accept_len", value=2.0 + n, source="meta_info"),
+                  MetricRow(run_id=run.id, name="accept_len", value=None, source="decode_log", note="no lines"),
+                  MetricRow(run_id=run.id, name="output_tok_s", value=100.5, source="orch"),
+                  PatchRow(run_id=run.id, seq=2, name="second", target="engine:y.py", file="/y.py",
+                           sha256_before="a" * 64, sha256_after="c" * 64, state="reverted"),
+                  PatchRow(run_id=run.id, seq=1, name="first", target="engine:x.py", file="/x.py",
+                           sha256_before="a" * 64, sha256_after="b" * 64, state="applied"),
+                  HistogramRow(run_id=run.id, name="accepted", counts=[1, 0, 4], source="log"),
+                  EventRow(run_id=run.id, kind="stage", message="started"),
+                  CheckpointRow(run_id=run.id, name="draft", dest="/d", source_hash="s", transforms=["cast"],
+                                result_hash="r", manifest_hash="m", files=2, total_bytes=10, seconds=0.5),
+                  FindingRow(run_id=run.id, severity="warning", code="W1", what="w", why="y", fix="f", allowed=True),
+                  RequestRow(run_id=run.id, seq=0, at_s=1.5, ttft_ms=None, e2e_ms=20.0, prompt_tokens=5,
+                             completion_tokens=7, accept_len=2.5, itl_ms=[1.0, 2.5]))
+        store.add_children(SeriesRow, [{"run_id": run.id, "kind": "decode", "seq": i, "time": f"12:0{i}",
+                                        "values": {"accept_len": 1.5 + i} if i != 1 else {"tok_s": 9}}
+                           for i in range(3)])
+        store.add_children(DebugRow, [{"run_id": run.id, "seq": 0, "text": "[DEBUG] x=1", "fields": {"x": "1"}}])
+        store.save_log(run, b"log line\n" * 10)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def url(request, tmp_path_factory) -> str:
+    """One filled database per kind, read only by the tests of this module."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('reading') / 'orch.db'}"
+    else:
+        url = request.getfixturevalue("postgres").database("t_reading")
+    fill(Store(url))
+    return url
+
+
+def dumps(data) -> str:
+    return json.dumps(data, indent=2, default=str)  # `orch show --json`
+
+
+def test_each_runs_record_is_byte_identical_to_the_stores(url):
+    store, reader = Store(url), reading.open_url(url)
+    for ref in ("last", "last~1", "last~2", "1", "2026-12-01-1", "2026-12-01-2a"):
+        assert dumps(reading.record(reader, reading.get(reader, ref))) == dumps(store.record(store.get(ref))), ref
+    run = store.get("last")
+    assert reading.requests(reader, run.id) == [
+        {"seq": r.seq, "at_s": r.at_s, "ttft_ms": r.ttft_ms, "e2e_ms": r.e2e_ms, "prompt_tokens": r.prompt_tokens,
+         "completion_tokens": r.completion_tokens, "accept_len": r.accept_len, "itl_ms": r.itl_ms}
+        for r in store.children(run, RequestRow)]
+    assert reading.log(reader, run.id) == store.log(run) == b"log line\n" * 10
+
+
+def test_run_resolution_fails_as_the_stores_does(url):
+    store, reader = Store(url), reading.open_url(url)
+    for ref in ("2026", "last~3", "nothing", "99", "2026-12-01-_"):  # `_` matches any one character, as before
+        with pytest.raises(StoreError) as theirs:
+            store.get(ref)
+        with pytest.raises(StoreError) as ours:
+            reading.get(reader, ref)
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_listing_and_comparison_queries_match_the_stores_rows(url):
+    store, reader = Store(url), reading.open_url(url)
+    whole = {r.id: r for r in store.runs()}
+    for filters in ({}, {"experiment": "sweep"}, {"host": "a", "limit": 1}, {"status": "failed"}, {"user": "nobody"}):
+        listed = queries.listed_runs(reader, **filters)
+        expected = store.runs(**{k: v for k, v in filters.items() if k != "host"})
+        expected = [r for r in expected if r.host == filters.get("host", r.host)]
+        assert [r.id for r in listed] == [r.id for r in expected], filters
+        for r in listed:
+            assert r._asdict() == {k: getattr(whole[r.id], k) for k in queries.LISTED}
+    ids = sorted(whole)
+    assert queries.run_metrics(reader, ids) == {i: store.record(whole[i])["metrics"] for i in ids}
+    assert queries.run_patches(reader, ids)[1] == [("first", "b" * 64), ("second", "c" * 64)]
+    assert [r["id"] for r in queries.comparable_runs(reader, "sweep")] == [1]
+    assert queries.status_counts(reader, "sweep") == {"succeeded": 1, "failed": 1}
+    assert (queries.experiments(reader), queries.hosts(reader)) == (["other", "sweep"], ["a", "b"])
+    assert queries.metric_names(reader) == ["accept_len", "output_tok_s"]
+    # a Store serves as the source too, through its own pool
+    assert queries.comparable_runs(store, "sweep") == queries.comparable_runs(reader, "sweep")
+
+
+def test_report_records_match_each_runs_record(url):
+    reader = reading.open_url(url)
+    for bulk in records.experiment_records(reader, "sweep", series_value="accept_len"):
+        whole = reading.record(reader, reading.get(reader, str(bulk["id"])))
+        assert {k: whole[k] for k in ("params", "flags", "metrics", "debug_lines")} == \
+               {k: bulk[k] for k in ("params", "flags", "metrics", "debug_lines")}
+        assert bulk["patches"] == sorted(whole["patches"], key=lambda p: p["name"])  # in the order applied (seq)
+        assert bulk["series"] == [{"kind": "decode", "time": s["time"], "accept_len": s["accept_len"]}
+                                  for s in whole["series"] if "accept_len" in s]
+
+
+def test_the_read_path_knows_the_stores_tables_and_versions():
+    assert reading.RUN_COLUMNS == tuple(c.name for c in Run.__table__.columns)  # type: ignore[attr-defined]
+    assert (reading.VERSION, reading.SCHEMA_TABLE) == (schema.VERSION, schema.TABLE)
+    assert reading.STATUSES == database.STATUSES
+
+
+def test_a_missing_file_reads_as_empty_and_is_not_created(tmp_path):
+    path = tmp_path / "orch.db"
+    reader = reading.open_url(f"sqlite:///{path}")
+    assert queries.listed_runs(reader) == [] and queries.status_counts(reader, "e") == {}
+    with pytest.raises(StoreError, match="fewer runs"):
+        reading.get(reader, "last")
+    assert not path.exists()
+    with pytest.raises(StoreError, match="unable to open database file"):
+        reading.open_url(f"sqlite:///{tmp_path / 'no' / 'orch.db'}")
+
+
+def test_a_newer_schema_is_refused_with_the_stores_line_and_an_older_one_upgraded(tmp_path):
+    newer = tmp_path / "newer.db"
+    Store(f"sqlite:///{newer}")
+    with sqlite3.connect(newer) as db:
+        db.execute(f"INSERT INTO {schema.TABLE} (version) VALUES ({schema.VERSION + 1})")
+    with pytest.raises(StoreError) as theirs:
+        Store(f"sqlite:///{newer}")
+    with pytest.raises(StoreError) as ours:
+        reading.open_url(f"sqlite:///{newer}")
+    assert str(ours.value) == str(theirs.value)
+    older = tmp_path / "older.db"
+    with sqlite3.connect(older) as db:
+        db.execute(OLD_RUN)
+        db.execute("INSERT INTO run VALUES (1, 'old-1', 'e', 'v', 'h', 'succeeded', 0, '', '{}', '{}', '{}', "
+                   "'cmd', '[]', NULL, 'c', '2026-01-01T00:00:00', NULL)")
+    reader = reading.open_url(f"sqlite:///{older}")
+    assert reading.record(reader, reading.get(reader, "old-1"))["diagnosis"] is None
+    assert Path(f"{older}.schema-1.bak").exists()
+
+
+def test_a_file_that_is_not_a_database_is_the_stores_error(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database\n" * 100)
+    with pytest.raises(StoreError) as theirs:
+        Store(f"sqlite:///{path}")
+    with pytest.raises(StoreError) as ours:
+        reading.open_url(f"sqlite:///{path}")
+    assert str(ours.value) == str(theirs.value)
