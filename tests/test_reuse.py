@@ -124,3 +124,13 @@ def _marks(environ: Path, project: Path) -> bool:
         return str(project).encode() in environ.read_bytes() and b"MARK=" in environ.read_bytes()
     except OSError:
         return False
+
+
+def test_a_list_in_the_workload_is_a_matrix_axis(project):
+    swept = plans(experiment(project, "", "requests: 4, max_new_tokens: 24, concurrency: [1, 8]"))
+    assert [p.workload.concurrency for p in swept] == [1, 8] and len({p.server_key for p in swept}) == 1
+    assert [p.point for p in swept] == [{"workload.concurrency": 1}, {"workload.concurrency": 8}]
+    with pytest.raises(SpecError, match=r"reuse\.yaml:\d+: `workload.concurrency` is a list here and a matrix key"):
+        plans(experiment(project, "matrix: {workload.concurrency: [2]}\n", "requests: 4, concurrency: [1, 8]"))
+    with pytest.raises(SpecError, match=r"reuse\.yaml:\d+: workload.concurrency must be a whole number >= 1"):
+        plans(experiment(project, "", "requests: 4, concurrency: [1, 0]"))

@@ -173,7 +173,7 @@ def load(path: Path) -> Spec:
         env=_env(data, "env"),
         patches=patches,
         variants=variants,
-        matrix=_matrix(data),
+        matrix=_matrix(data) | _workload_sweeps(data),
         repeats=_positive_int(data, "repeats", 1),
         workload=_workload(data, path),
         debug_pattern=debug_pattern,
@@ -530,9 +530,33 @@ WORKLOAD_KEYS = {"requests", "max_new_tokens", "concurrency", "temperature", "pr
 ENDPOINTS = ("generate", "chat")
 
 
+def _workload_sweeps(data: Located) -> dict[str, tuple[Any, ...]]:
+    """`workload: {concurrency: [1, 4, 16]}`: a list of values for a field that can vary per run is a
+    matrix axis `workload.concurrency` (one run per value; with server reuse, all on one server)."""
+    body, matrix = _mapping(data, "workload"), _mapping(data, "matrix")
+    sweeps = {}
+    for name in WORKLOAD_FIELDS:
+        values = body.get(name)
+        if not isinstance(values, list):
+            continue
+        key = WORKLOAD_PREFIX + name
+        if key in matrix:
+            raise SpecError(f"{body.where(name)}: `workload.{name}` is a list here and a matrix key "
+                            f"({matrix.where(key)}); keep one")
+        if not values:
+            raise SpecError(f"{body.where(name)}: `workload.{name}` is an empty list; give one value or several")
+        for value in values:
+            _workload_fields({name: value}, body.where(name))
+        sweeps[key] = tuple(values)
+    return sweeps
+
+
 def _workload(data: Located, path: Path) -> Workload:
-    body = _mapping(data, "workload")
-    yamlfile.check_keys(body, WORKLOAD_KEYS, "workload")
+    given = _mapping(data, "workload")
+    yamlfile.check_keys(given, WORKLOAD_KEYS, "workload")
+    body = Located({k: v for k, v in given.items() if not (k in WORKLOAD_FIELDS and isinstance(v, list))},
+                   source=given.source, line=given.line)  # the lists are matrix axes (_workload_sweeps)
+    body.lines = given.lines
     files = {}
     for key in ("prompts", "dataset"):
         if body.get(key) is not None:
