@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from . import _store, app, ui
+from . import _reader, app, ui
 from orchestrator.errors import SpecError
 
 
@@ -23,5 +23,5 @@ def report(
 
     if out.is_dir() or not out.parent.is_dir():
         raise SpecError(f"-o {out}: not a file in an existing folder; give a path such as report.html")
-    count = reports.write(_store(), experiment, out)
+    count = reports.write(_reader(), experiment, out)
     ui.note(f"wrote {out}: {count} runs of {experiment}")

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.store.database import Store
+    from orchestrator.store.reading import Reader
 
 __all__ = ["write"]
 
 
-def write(store: Store, experiment: str, out: Path) -> int:
+def write(store: Reader, experiment: str, out: Path) -> int:
     """Write the report of `experiment` from `store` to `out`; the number of runs it covers."""
     from . import data, page
 

@@ -14,7 +14,7 @@ from orchestrator.engines.base import HEADLINE
 from orchestrator.errors import StoreError
 from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
 from orchestrator.store import queries, records
-from orchestrator.store.database import SUCCEEDED, Store
+from orchestrator.store.reading import SUCCEEDED, Reader
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def load(store: Store, experiment: str) -> Experiment:
+def load(store: Reader, experiment: str) -> Experiment:
     found = records.experiment_records(store, experiment, series_value=HEADLINE)
     if not found:
         known = queries.experiments(store)
