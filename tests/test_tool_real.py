@@ -1,11 +1,11 @@
 """The real `sglang.bench_serving` as a run's workload against the rehearsal server: the best test
 of the rehearsal's HTTP API there is (streamed /generate, /v1/models, /get_server_info).
 
-The tool is the published 0.4.10.post2 wheel's file (its module-level imports are aiohttp, numpy,
-requests, tqdm and transformers, with no torch; 0.5.9's add `datasets`, PIL and pybase64, and
-0.5.23's import `sglang.srt` modules the stand-in does not have), laid into the rehearsal's 0.4.10
-tree; the host's Python is a cached venv with those packages (~/.cache/orch-test/tool-venv, made
-once). Offline: `--dataset-name random-ids` (no ShareGPT download) and a word-level tokenizer made
+The tool is the published wheel's file, laid into the rehearsal tree of its release: 0.4.10.post2
+(its module-level imports are aiohttp, numpy, requests, tqdm and transformers, with no torch) and
+0.5.9 (those and `datasets`, pillow, pybase64); 0.5.23's `sglang.benchmark.serving` imports
+`sglang.srt` modules the stand-in does not have, so it cannot run against it. The host's Python is a
+cached venv per release with those packages (~/.cache/orch-test/tool-venv-RELEASE, made once). Offline: `--dataset-name random-ids` (no ShareGPT download) and a word-level tokenizer made
 here. Slow (the venv, and transformers' import on the host): `pytest -m slow tests/test_tool_real.py`.
 """
 
@@ -26,8 +26,10 @@ from wheels import package_dir
 
 pytestmark = pytest.mark.slow
 
-VENV = Path(os.environ.get("ORCH_TEST_CACHE", Path.home() / ".cache" / "orch-test")) / "tool-venv"
-PACKAGES = ("aiohttp", "numpy", "requests", "tqdm", "transformers")  # bench_serving 0.4.10.post2's imports
+CACHE = Path(os.environ.get("ORCH_TEST_CACHE", Path.home() / ".cache" / "orch-test"))
+BASE = ("aiohttp", "numpy", "requests", "tqdm", "transformers")  # bench_serving 0.4.10.post2's imports
+PACKAGES = {"0.4.10.post2": BASE, "0.5.9": (*BASE, "datasets", "pillow", "pybase64")}
+REHEARSAL = {"0.4.10.post2": '"0.4.10"', "0.5.9": '"0.5.9"'}
 TOKENIZER = """
 import sys
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -40,24 +42,27 @@ PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]").save_pret
 """
 
 
-def tool_python() -> Path:
-    python, stamp = VENV / "bin" / "python", VENV / ".orch-installed"
-    if stamp.is_file() and stamp.read_text() == "\n".join(PACKAGES):
+def tool_python(release: str) -> Path:
+    venv = CACHE / f"tool-venv-{release}"
+    python, stamp, wanted = venv / "bin" / "python", venv / ".orch-installed", "\n".join(PACKAGES[release])
+    if stamp.is_file() and stamp.read_text() == wanted:
         return python
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=300)
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES], capture_output=True, text=True,
-                          timeout=1800)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES[release]], capture_output=True,
+                          text=True, timeout=1800)
     if done.returncode != 0:
         pytest.skip(f"the tool's imports could not be installed: {done.stderr.strip()[-300:]}")
-    stamp.write_text("\n".join(PACKAGES))
+    stamp.write_text(wanted)
     return python
 
 
-def test_real_bench_serving_against_the_rehearsal_server(project, sglang_python):
-    python = tool_python()
+@pytest.mark.parametrize("release", list(PACKAGES))
+def test_real_bench_serving_against_the_rehearsal_server(project, sglang_python, release):
+    python = tool_python(release)
     inventory = project / "inventory.yaml"
-    inventory.write_text(inventory.read_text().replace("rehearsal: true", 'rehearsal: "0.4.10"') + f"    python: {python}\n")
+    inventory.write_text(inventory.read_text().replace("rehearsal: true", f"rehearsal: {REHEARSAL[release]}")
+                         + f"    python: {python}\n")
     subprocess.run([str(python), "-c", TOKENIZER, str(project / "tokenizer")], check=True, timeout=300)
     spec = project / "experiments" / "tool.yaml"
     spec.write_text(EXPERIMENT.replace("    num_promts: 8\n", f"""\
@@ -70,8 +75,8 @@ def test_real_bench_serving_against_the_rehearsal_server(project, sglang_python)
     disable-tqdm: true
 """))
     checked = orch(project, "check", str(spec))  # installs the rehearsal tree, which has no tool
-    assert checked.returncode == 2 and "SGLang 0.4.10.post2 on the host has no such tool" in checked.stdout, checked.stdout
-    shutil.copy(package_dir(sglang_python("0.4.10.post2")) / "bench_serving.py",
+    assert checked.returncode == 2 and f"SGLang {release} on the host has no such tool" in checked.stdout, checked.stdout
+    shutil.copy(package_dir(sglang_python(release)) / "bench_serving.py",
                 project / "host" / "rehearsal" / "sglang")
     done = orch(project, "run", str(spec), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
