@@ -96,11 +96,21 @@ def test_one_workload_stays_within_its_concurrency(rehearsal):
 def test_four_workloads_at_once_take_about_as_long_as_one(rehearsal):
     base, _ = rehearsal
     spec = Workload(requests=4, max_new_tokens=64, concurrency=4)
-    one = min(asyncio.run(workload.run(SGLANG, base, spec)).wall_seconds for _ in range(2))
-    began = time.monotonic()
-    asyncio.run(several(base, 4, spec))
-    # serialised they would take 4x; batched on the server they cost a little more than one
-    assert time.monotonic() - began < 2.5 * one
+
+    def timed(work) -> float:
+        began = time.monotonic()
+        asyncio.run(work())
+        return time.monotonic() - began
+
+    async def one_after_another() -> None:
+        for _ in range(4):
+            await workload.run(SGLANG, base, spec)
+
+    # serialised they take the sum of four; batched on the server a little more than one, plus each
+    # streamed chunk's handling in the stand-in's request threads. Both measured here, best of two
+    # each, so a busy machine slows both alike
+    serial = min(timed(one_after_another) for _ in range(2))
+    assert min(timed(lambda: several(base, 4, spec)) for _ in range(2)) < 0.8 * serial
 
 
 def test_server_info_comes_back_as_json(rehearsal):
