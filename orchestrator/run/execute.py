@@ -211,6 +211,10 @@ def _port_of(context: dict[str, Any]) -> int:
     return int(context["params"].get("port", 30000))
 
 
+def _workload_said(load: specs.Workload) -> str:
+    return f"running {load.tool}" if load.tool is not None else f"sending {load.requests} requests"
+
+
 async def _never() -> bool:
     return False
 
@@ -235,10 +239,10 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     try:
         if reuse is None:
             await _bring_up(attempt, metrics)
-            attempt.say(f"ready after {metrics['startup_s']:.1f} s; sending {load.requests} requests")
+            attempt.say(f"ready after {metrics['startup_s']:.1f} s; {_workload_said(load)}")
         else:
             serving.join(attempt, reuse)
-            attempt.say(f"sending {load.requests} requests")
+            attempt.say(_workload_said(load))
         attempt.enter(Stage.WORKLOAD)
         base_url = attempt.serving.base_url if attempt.serving is not None else ""
         workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight

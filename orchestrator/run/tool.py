@@ -72,7 +72,7 @@ async def run(attempt: Attempt, load: Workload, port: int, metrics: dict[str, An
     site = attempt.context["params"].get(overlay.PARAM)  # an isolated run's patched copy comes first
     rest = [p for p in env.pop("PYTHONPATH", "").split(":") if p and p != site]
     pythonpath = ":".join(p for p in (site, host.rehearsal_dir, *rest) if p) or None
-    attempt.say(f"running {found.module} on {host.name}")
+    attempt.say(f"python -m {found.module} {shell.join(found.argv)}")
     started = time.monotonic()
     done = await session.conn.run(shell.run_tool(run_dir, host.python, found.module, found.argv, env, pythonpath,
                                                  OUTPUT))
