@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import spec as specs
+from orchestrator.core import plancheck, spec as specs
 from orchestrator.engines.base import HEADLINE
 from orchestrator.engines.sglang import flags, tools
 from orchestrator.errors import SpecError
@@ -168,3 +168,14 @@ def test_a_bad_tool_arg_stops_the_run_before_the_host_changes(project, sglang_py
     after = snapshot(project / "host")
     assert {k: v for k, v in after.items() if not k.startswith("runs/")} == before
     assert not any(k.endswith(("server.log", "tool.log")) for k in after)  # no launch, no tool run
+
+
+def test_expectations_may_name_the_tools_metrics(project):
+    """The tool names its metrics only once it has run: `expect` keys are not held to orch's own list."""
+    variants = 'variants:\n  v:\n    expect: {median_ttft_ms: "< 100"}\n'
+    tooled = _spec(project, "  tool: sglang.bench_serving\n" + variants)
+    loaded = specs.load(tooled)
+    plancheck.check(loaded, specs.expand(loaded), [])
+    plain = specs.load(_spec(project, "  requests: 2\n" + variants))
+    with pytest.raises(SpecError, match="expect key 'median_ttft_ms' of variant 'v' is not a metric a run records"):
+        plancheck.check(plain, specs.expand(plain), [])
