@@ -212,7 +212,12 @@ def _port_of(context: dict[str, Any]) -> int:
 
 
 def _workload_said(load: specs.Workload) -> str:
-    return f"running {load.tool}" if load.tool is not None else f"sending {load.requests} requests"
+    if load.tool is not None:
+        return f"running {load.tool}"
+    if load.dataset is not None:
+        count = f"{load.num_prompts} prompts" if load.num_prompts else "every prompt"
+        return f"sending {count} of {os.path.basename(load.dataset)} ({load.format})"
+    return f"sending {load.requests} requests"
 
 
 async def _never() -> bool:
