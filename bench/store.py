@@ -1,6 +1,7 @@
 """The store at scale: orch's reading commands as whole processes on a database of N realistic runs.
 
     python bench/store.py [--runs 1000,100000] [--db sqlite:///big.db] [--repeat 3] [--fill-only]
+                          [--baseline /path/to/another/checkout]
 
 Fills the database (bulk INSERTs, in batches) up to each size in `--runs`, and at each size times
 `orch --help`, `ls`, `ls --json`, `ls -n ALL --json`, `show`, `diff`, `compare` and `report` of one
@@ -8,6 +9,8 @@ Fills the database (bulk INSERTs, in batches) up to each size in `--runs`, and a
 `--repeat`), then `orch import` of a 64 MB server log. Prints each figure per size, the growth from
 the first size to the last, and the database's size per run. A run is of realistic size: 20 params,
 10 metrics, 50 decode samples, 5 debug lines, a 2 KB launch script and a 20 KB compressed log.
+`--baseline` times each command with another checkout of orch too (e.g. `git archive` of an earlier
+commit), the two in turn, so both figures come from the same state of the machine.
 """
 
 from __future__ import annotations
@@ -105,9 +108,9 @@ def fill(store: Store, upto: int) -> float:
     return time.perf_counter() - start
 
 
-def child_env() -> dict[str, str]:
-    """This checkout first on the path of the commands timed (then whatever the caller set)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+def child_env(root: Path = ROOT) -> dict[str, str]:
+    """This checkout (or `root`) first on the path of the commands timed (then whatever the caller set)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
             "COLUMNS": "200"}
 
 
@@ -115,20 +118,23 @@ def orch(db: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "orchestrator.cli", "--db", db, *args]
 
 
-def timed(command: list[str], repeat: int, cwd: Path) -> float | str:
-    """Best wall-clock seconds of `repeat` runs (each run's CPU seconds too: on a shared machine
-    the wall clock also counts waiting for a core)."""
-    best = float("inf")
+def timed(command: list[str], repeat: int, cwd: Path, roots: tuple[Path, ...] = (ROOT,)) -> list[float | str]:
+    """Per checkout in `roots`, the best wall-clock seconds of `repeat` runs, the checkouts in turn
+    (each run's CPU seconds too: on a shared machine the wall clock also counts waiting for a core)."""
+    best: list[float | str] = [float("inf")] * len(roots)
     for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=600,
-                              env=child_env())
-        best = min(best, time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        CPU.setdefault(" ".join(command), []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        if done.returncode != 0:
-            return f"exit {done.returncode}: {(done.stderr or done.stdout).decode().strip().splitlines()[-1:]}"
+        for n, root in enumerate(roots):
+            if isinstance(best[n], str):
+                continue
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=600, env=child_env(root))
+            best[n] = min(best[n], time.perf_counter() - start)  # type: ignore[type-var]
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            CPU.setdefault(f"{root} {' '.join(command)}", []).append(
+                after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            if done.returncode != 0:
+                best[n] = f"exit {done.returncode}: {(done.stderr or done.stdout).decode().strip().splitlines()[-1:]}"
     return best
 
 
@@ -162,7 +168,7 @@ def import_log(work: Path, repeat: int) -> float | str:
     log = work / "server.log"
     if not log.exists():
         write_log(log, 64, 3)
-    return timed(orch(f"sqlite:///{work / 'import.db'}", "import", str(log)), repeat, work)
+    return timed(orch(f"sqlite:///{work / 'import.db'}", "import", str(log)), repeat, work)[0]
 
 
 def main() -> None:
@@ -172,13 +178,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="time each command this many times, keep the best")
     parser.add_argument("--fill-only", action="store_true", help="only fill --db to the largest size (to time later)")
     parser.add_argument("--no-import", action="store_true", help="skip the `orch import` of a 64 MB log")
+    parser.add_argument("--baseline", type=Path, help="another checkout of orch: each command timed with it too, in turn")
     args = parser.parse_args()
+    if args.baseline and not (args.baseline / "orchestrator" / "cli" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: not a checkout of orch (no orchestrator/cli there)")
+    roots = (ROOT, args.baseline.resolve()) if args.baseline else (ROOT,)
     sizes = sorted(int(n) for n in args.runs.split(","))
     with tempfile.TemporaryDirectory(prefix="orch-bench-store-") as folder:
         work = Path(folder)
         db = args.db or f"sqlite:///{work / 'orch.db'}"
         store = Store(db)
         figures: dict[int, dict[str, float | str]] = {}
+        baseline: dict[int, dict[str, float | str]] = {}
+        cpus: dict[Path, dict[int, dict[str, float]]] = {root: {} for root in roots}  # least CPU seconds
         if args.fill_only:
             print(f"{sizes[-1]:,} runs: fill {fill(store, sizes[-1]):.1f} s")
             return
@@ -186,25 +198,39 @@ def main() -> None:
             print(f"{runs:,} runs: fill {fill(store, runs):.1f} s")
             cmds = commands(db, runs, work)
             CPU.clear()  # the same command lines at every size
-            figures[runs] = {name: timed(command, args.repeat, work) for name, command in cmds.items()}
-            for name, value in figures[runs].items():
-                cpu = min(CPU.get(" ".join(cmds[name]), [0.0]))
-                print(f"  {name:18} " + (value if isinstance(value, str) else f"{value:.3f} s  (cpu {cpu:.3f} s)"))
+            times = {name: timed(command, args.repeat, work, roots) for name, command in cmds.items()}
+            figures[runs] = {name: found[0] for name, found in times.items()}
+            baseline[runs] = {name: found[-1] for name, found in times.items()}
+            for root in roots:
+                cpus[root][runs] = {name: min(CPU.get(f"{root} " + " ".join(command), [0.0]))
+                                    for name, command in cmds.items()}
+            for name, found in times.items():
+                cells = [value if isinstance(value, str) else f"{value:.3f} s  (cpu {cpus[root][runs][name]:.3f} s)"
+                         for root, value in zip(roots, found)]
+                print(f"  {name:18} " + ("   baseline " if len(cells) > 1 else "").join(cells))
             path = Path(store.engine.url.database or "")
             if store.engine.dialect.name == "sqlite" and path.exists():
-                print(f"  database {path.stat().st_size / 2**20:,.0f} MiB, {path.stat().st_size / runs / 1024:.1f} KiB per run")
-        report(figures)
+                wal = path.with_name(path.name + "-wal")  # rows not yet checkpointed into the file
+                size = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+                print(f"  database {size / 2**20:,.0f} MiB, {size / runs / 1024:.1f} KiB per run")
+        report(figures, cpus[ROOT])
+        if args.baseline:
+            print(f"\nbaseline {args.baseline}:")
+            report(baseline, cpus[roots[-1]])
         if not args.no_import:
             value = import_log(work, 1)
             print(f"import 64 MB log    {value if isinstance(value, str) else f'{value:.2f} s'} (goal < 2 s)")
 
 
-def report(figures: dict[int, dict[str, float | str]]) -> None:
+def report(figures: dict[int, dict[str, float | str]], cpus: dict[int, dict[str, float]]) -> None:
+    """Per command and size: wall seconds (CPU seconds: on a busy machine the wall clock also counts
+    waiting for a core), the growth from the first size to the last, the goal."""
     sizes = sorted(figures)
-    print(f"\n{'command':18} " + " ".join(f"{n:>10,}" for n in sizes) + "     growth   goal")
+    print(f"\n{'command':18} " + " ".join(f"{f'{n:,} wall (cpu)':>20}" for n in sizes) + "     growth   goal")
     for name in figures[sizes[0]]:
         values = [figures[n].get(name) for n in sizes]
-        cells = " ".join(f"{v:>9.3f}s" if isinstance(v, float) else f"{'err':>10}" for v in values)
+        cells = " ".join(f"{f'{v:.3f}s ({cpus[n][name]:.3f}s)':>20}" if isinstance(v, float) else f"{'err':>20}"
+                         for n, v in zip(sizes, values))
         first, last = values[0], values[-1]
         growth = f"{last / first:8.2f}x" if isinstance(first, float) and isinstance(last, float) else " " * 9
         print(f"{name:18} {cells} {growth}  < {GOALS.get(name, 0.5)} s")

@@ -163,3 +163,17 @@ def test_a_file_that_is_not_a_database_is_the_stores_error(tmp_path):
     with pytest.raises(StoreError) as ours:
         reading.open_url(f"sqlite:///{path}")
     assert str(ours.value) == str(theirs.value)
+
+
+def test_ls_json_writes_params_as_stored_or_decoded_alike(url):
+    from orchestrator.cli import listing
+
+    store, reader = Store(url), reading.open_url(url)
+    metrics = queries.run_metrics(reader, [r.id for r in store.runs()])
+    expected = [{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
+                 "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at,
+                 "ended_at": r.ended_at, "params": r.params, "metrics": metrics[r.id]} for r in store.runs()]
+    for decode in (True, False):
+        text = listing.json_text(queries.listed_runs(reader, decode=decode), metrics)
+        assert json.loads(text) == expected and len(text.splitlines()) == len(expected) + 2  # a run a line
+        assert [list(run) for run in json.loads(text)] == [list(run) for run in expected]  # keys in this order

@@ -27,13 +27,15 @@ def check(store: Any, status: str | None, sort: str | None) -> None:
 
 
 def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str | None,
-           limit: int | None) -> tuple[list[Any], dict[int, dict[str, Any]]]:
+           limit: int | None, as_text: bool = False) -> tuple[list[Any], dict[int, dict[str, Any]]]:
     """The runs to list (oldest first, or best first by `sort`) and their metrics by run id.
     Without `where` and `sort` the database applies the limit; with them every run of the other
-    filters is read, then matched and sorted here, then cut to the limit."""
+    filters is read, then matched and sorted here, then cut to the limit. `as_text`: params may
+    stay JSON text where `where` needs none of them (json_text writes them as they are)."""
     from orchestrator.store import queries
 
-    rows = queries.listed_runs(store, limit=None if (where or sort) else limit, **filters)
+    rows = queries.listed_runs(store, limit=None if (where or sort) else limit, decode=bool(where) or not as_text,
+                               **filters)
     if where:
         comparing.check_keys(where, {k for r in rows for k in _view(r)}, "listed")
         rows = [r for r in rows if comparing.matches(_view(r), where)]
@@ -57,16 +59,21 @@ def _view(r: Any) -> dict[str, Any]:
     return {"variant": r.variant, **(r.params or {})}
 
 
-def as_json(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**identity(r), "params": r.params, "metrics": metrics.get(r.id, {})} for r in rows]
-
-
-def json_text(runs: list[dict[str, Any]]) -> str:
-    """The listing as a JSON array, one run a line in compact form: 100,000 runs print in a third of
-    the time of indented JSON, and each run stays one greppable line; keys in the order listed."""
-    if not runs:
+def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
+    """The listing as a JSON array of runs (identity, params, metrics), one run a line in compact
+    form: each run stays one greppable line, and 100,000 runs print in a third of the time of
+    indented JSON. Params held as JSON text (listed_runs without decode) are written as stored."""
+    if not rows:
         return "[]\n"
-    return "[\n" + ",\n".join(json.dumps(r, default=str, separators=(",", ":")) for r in runs) + "\n]\n"
+    lines = []
+    for r in rows:
+        head = _compact(identity(r))[:-1]  # without its closing brace
+        params = r.params if isinstance(r.params, str) else _compact(r.params)
+        lines.append(f'{head},"params":{params},"metrics":{_compact(metrics.get(r.id, {}))}}}')
+    return "[\n" + ",\n".join(lines) + "\n]\n"
+
+
+_compact = json.JSONEncoder(default=str, separators=(",", ":")).encode  # one encoder: json.dumps makes one a call
 
 
 def as_csv(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:

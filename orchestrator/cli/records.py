@@ -36,9 +36,9 @@ def list_runs(
     store = _reader()
     listing.check(store, status, sort)
     filters = {"experiment": experiment, "status": status, "host": host, "user": current_user() if mine else None}
-    rows, metrics = listing.select(store, filters, parse_where(where), sort, limit)
+    rows, metrics = listing.select(store, filters, parse_where(where), sort, limit, as_text=as_json)
     if as_json:
-        emit(listing.json_text(listing.as_json(rows, metrics)))
+        emit(listing.json_text(rows, metrics))
     elif as_csv:
         emit(listing.as_csv(rows, metrics))
     else:
