@@ -41,10 +41,12 @@ def comparable_runs(source: Any, experiment: str) -> list[dict[str, Any]]:
     """The experiment's succeeded runs, oldest first: id, variant, host, params, spec, patches
     [(name, sha256 after)] and metrics {name: value}."""
     reader = of(source)
-    found = reader.rows("SELECT id, variant, host, params, spec FROM run WHERE experiment = ? AND status = ? "
-                        "ORDER BY id", (experiment, SUCCEEDED))
+    # the status is matched here, not in SQL: a database without statistics (SQLite unanalyzed) would
+    # search by the status index, every run of every experiment when most runs succeed (0.4 s at 100,000)
+    found = reader.rows("SELECT id, status, variant, host, params, spec FROM run WHERE experiment = ? ORDER BY id",
+                        (experiment,))
     runs = [{"id": i, "variant": v, "host": h, "params": decoded("params", p) or {}, "spec": decoded("spec", s) or {}}
-            for i, v, h, p, s in found]
+            for i, status, v, h, p, s in found if status == SUCCEEDED]
     ids = [r["id"] for r in runs]
     metrics, patches = run_metrics(reader, ids), run_patches(reader, ids)
     for r in runs:
