@@ -24,7 +24,8 @@ CONTEXT_NAMES = ("host", "run", "experiment", "variant", "params", "env", "check
 # The metrics a run records (collect.py: workload, decode-log means, start-up time): what `expect` may name.
 METRICS = (
     "accept_len", "accept_rate", "gen_throughput", "decode_intervals", "requests", "completion_tokens",
-    "workload_s", "output_tok_s", "startup_s",
+    "workload_s", "output_tok_s", "startup_s", "request_throughput", "total_tok_s",
+    *(f"{name}_p{p}" for name in ("ttft_ms", "itl_ms", "e2e_ms") for p in (50, 90, 99)),  # workload.latency_metrics
 )
 WHOLE_NUMBERS = {"port": (1, 65535), "tp_size": (1, None)}
 # `params.items()` and the like read every param: `params.NAME` is a param only for other names
