@@ -125,3 +125,15 @@ def test_bad_compare_input_is_one_line_and_exit_2(store, monkeypatch, capsys, ar
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     if args[1] == "swep":
         assert "did you mean 'sweep'?" in err
+
+
+def test_the_table_shows_the_headline_metrics_unless_told_which(store, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep")
+    assert code == 0 and "accept_len" in out and "output_tok_s" in out and "startup_s" in out
+    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--metrics", "output_tok_s")
+    header = next(line for line in out.splitlines() if "output_tok_s" in line and "steps" in line)
+    assert "accept_len" not in header and "startup_s" not in header
+    assert "2 more metric(s) not shown (accept_len, startup_s): --metrics NAME,... or --metrics all" in out
+    code, _, err = orch(store, monkeypatch, capsys, "compare", "sweep", "--metrics", "tok_s")
+    assert code == 2 and "--metrics 'tok_s': no run of 'sweep' records it" in err and len(err.strip().splitlines()) == 1

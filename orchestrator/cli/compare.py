@@ -59,6 +59,8 @@ def compare_command(
     by: str = typer.Option("accept_len", "--by", help="The metric that ranks configurations (lower-is-better for durations)."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
+    metrics: str = typer.Option("", "--metrics", help="The table's metric columns, comma-separated, or `all` "
+                                "(default: the headline ones; --json and --csv carry every metric)."),
 ) -> None:
     """One row per configuration of an experiment, repeats aggregated (n, median, min-max), the best marked."""
     from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
@@ -77,10 +79,31 @@ def compare_command(
         csv.writer(out, lineterminator="\n").writerows(comparing.csv_rows(result))
         emit(out.getvalue())
     else:
-        table(result, len(runs))
+        table(result, len(runs), _columns(result, metrics))
 
 
-def table(c: comparing.Comparison, counted: int) -> None:
+# The table's metric columns unless --metrics says otherwise: the headline measures, one latency
+# of each kind; the rest (the other percentiles, token counts) are in --json / --csv.
+HEADLINE = ("accept_len", "output_tok_s", "accept_rate", "ttft_ms_p50", "itl_ms_p50", "e2e_ms_p99", "startup_s")
+
+
+def _columns(c: comparing.Comparison, asked: str) -> list[str]:
+    """The metrics the table shows: `--metrics` (checked: an unknown one is an error naming the
+    known), or the ranking metric and the headline ones the runs have."""
+    varying = [m for m in c.metrics if m not in c.steady]
+    if asked.strip() == "all":
+        return varying
+    if asked.strip():
+        names = [m.strip() for m in asked.split(",") if m.strip()]
+        for name in names:
+            if name not in c.metrics:
+                raise SpecError(f"--metrics {name!r}: no run of {c.experiment!r} records it"
+                                f"{comparing.did_you_mean(name, c.metrics)}; metrics: {', '.join(c.metrics)}")
+        return names
+    return [m for m in dict.fromkeys((c.by, *HEADLINE)) if m in varying]
+
+
+def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
     from rich.markup import escape  # here, not at the top: `orch --help` does without rich
     from rich.table import Table
 
@@ -93,7 +116,6 @@ def table(c: comparing.Comparison, counted: int) -> None:
     if c.steady:
         ui.console.print("same in every run: " + ", ".join(f"{m}={ui.fmt(v)}" for m, v in c.steady.items()),
                          soft_wrap=True)
-    shown = [m for m in c.metrics if m not in c.steady]
     grid = Table(title=f"by {c.by} ({direction}): median (min-max) over n runs", title_justify="left")
     for column in ("", *c.varying, "n", *shown):
         grid.add_column(column)
@@ -108,6 +130,10 @@ def table(c: comparing.Comparison, counted: int) -> None:
         noise = sum(g.mark == comparing.NOISE for g in c.groups)
         ui.console.print(f"best by {c.by}: {escape(named)} (runs {', '.join(map(str, best.run_ids))}); "
                          f"{noise} other configuration(s) within noise", soft_wrap=True)
+    hidden = [m for m in c.metrics if m not in c.steady and m not in shown]
+    if hidden:
+        ui.console.print(f"{len(hidden)} more metric(s) not shown ({', '.join(hidden)}): "
+                         "--metrics NAME,... or --metrics all; --json and --csv carry every one", soft_wrap=True)
 
 
 def diff_configurations(experiment: str, where_items: list[str], vs_items: list[str], as_json: bool) -> None:
