@@ -139,6 +139,7 @@ def parse(server_args_cls: type, add_cli_args: Callable[[argparse.ArgumentParser
     parser = argparse.ArgumentParser()
     add_cli_args(parser)
     raw_args = parser.parse_args(argv)
-    configure_logger(raw_args.log_level, rank_prefix(0, raw_args.tp_size, 0 if raw_args.dp_size > 1 else None))
+    first_rank = raw_args.node_rank * max(1, raw_args.tp_size // max(1, raw_args.nnodes))  # this node's first rank
+    configure_logger(raw_args.log_level, rank_prefix(first_rank, raw_args.tp_size, 0 if raw_args.dp_size > 1 else None))
     names = [field.name for field in dataclasses.fields(server_args_cls)]
     return server_args_cls(**{name: getattr(raw_args, name) for name in names})

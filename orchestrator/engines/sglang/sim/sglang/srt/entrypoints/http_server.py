@@ -444,6 +444,10 @@ def launch_server(server_args) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
     tokenizer_manager, scheduler_info = _launch_subprocesses(server_args)
+    if server_args.node_rank > 0:  # SGLang's other nodes run their ranks only
+        from sglang.srt.rehearsal_nodes import serve_nothing
+
+        serve_nothing()
     _global_state.server_args = server_args
     _global_state.tokenizer_manager = tokenizer_manager
     _global_state.scheduler_info = scheduler_info

@@ -59,7 +59,8 @@ class Scheduler(SchedulerMetricsMixin):
     def __init__(self, server_args, tp_rank: int = 0, dp_rank: int | None = None):
         self.server_args = server_args
         self.tp_rank = tp_rank
-        self.gpu_id = server_args.base_gpu_id + tp_rank * server_args.gpu_id_step
+        per_node = max(1, server_args.tp_size // max(1, server_args.nnodes))  # SGLang: tp_rank % tp_size_per_node
+        self.gpu_id = server_args.base_gpu_id + (tp_rank % per_node) * server_args.gpu_id_step
         if tp_rank != 0:
             # The rehearsal computes on rank 0; the other ranks only claim their device.
             torch.cuda.set_device(self.gpu_id)
