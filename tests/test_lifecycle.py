@@ -46,7 +46,7 @@ def test_every_hosts_work_runs_at_once(tmp_path: Path):
 
 def test_orch_check_checks_every_host_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     hosts = local_hosts(tmp_path, 2)
-    plans = [SimpleNamespace(variant=f"v{i}", params={}) for i in range(2)]  # one per host (least loaded first)
+    plans = [SimpleNamespace(variant=f"v{i}", params={}, nodes=1) for i in range(2)]  # one per host (least loaded first)
     both = asyncio.Barrier(2)
 
     async def checking(spec: object, plan: SimpleNamespace, session: object) -> dict[str, str]:

@@ -67,6 +67,7 @@ class Variant:
     allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for this variant
     workload: dict[str, Any] = field(default_factory=dict)  # `workload:` fields set over the experiment's
     fresh_server: bool | None = None  # None: the experiment's `fresh_server`
+    nodes: int | None = None  # None: the experiment's `nodes`
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class Spec:
     secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
     engine: str = engines.DEFAULT  # `engine:` the serving engine (engines.KNOWN)
     fresh_server: bool = False  # `fresh_server: true`: every run launches its own server (no reuse)
+    nodes: int = 1  # `nodes: N`: each run spans N hosts (run/multinode.py)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class RunPlan:
     workload: Workload | None = None  # the plan's workload (variant, matrix `workload.*`, --set); None: the experiment's
     fresh_server: bool = False  # launch a server of its own even when another plan's could serve it
     server_key: str = ""  # plans with the same key can use one server in turn (plankey.server_key)
+    nodes: int = 1  # hosts the run spans (run/multinode.py); > 1: a fresh server, never reused
 
     @property
     def key(self) -> str:
@@ -140,7 +143,7 @@ class RunPlan:
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
-    "secrets", "engine", "fresh_server",
+    "secrets", "engine", "fresh_server", "nodes",
 }
 WORKLOAD_PREFIX = "workload."  # a matrix or --set key `workload.concurrency` varies the workload, not a param
 
@@ -169,6 +172,7 @@ def load(path: Path) -> Spec:
         template=template,
         engine=engine,
         fresh_server=_bool(data, "fresh_server", False),
+        nodes=_positive_int(data, "nodes", 1),
         params=dict(_mapping(data, "params")),
         env=_env(data, "env"),
         patches=patches,
@@ -217,6 +221,7 @@ def expand(spec: Spec, overrides: Sequence[str] = (), variants: tuple[str, ...] 
                         point=dict(zip(keys, combo)),
                         workload=workload,
                         fresh_server=spec.fresh_server if variant.fresh_server is None else variant.fresh_server,
+                        nodes=spec.nodes if variant.nodes is None else variant.nodes,
                     )
                 )
     return plans
@@ -457,7 +462,7 @@ def _variants(data: Located, patches: dict[str, PatchDef], engine: str) -> tuple
         body = body if body is not None else Located(source=data.source, line=mapping.line_of(name))
         yamlfile.require_mapping(body, where, f"variant '{name}'")
         yamlfile.check_keys(body, {"description", "params", "env", "patches", "expect", "preflight", "workload",
-                                   "fresh_server"}, f"variant '{name}'")
+                                   "fresh_server", "nodes"}, f"variant '{name}'")
         names = _names(body, "patches")
         for patch in names:
             if patch not in patches:
@@ -468,9 +473,10 @@ def _variants(data: Located, patches: dict[str, PatchDef], engine: str) -> tuple
             parse_expectation(rule, body.where("expect"))
         workload = _mapping(body, "workload")
         fresh = _bool(body, "fresh_server", False) if "fresh_server" in body else None
+        nodes = _positive_int(body, "nodes", 1) if "nodes" in body else None
         variants.append(
             Variant(name, str(body.get("description", "")), dict(_mapping(body, "params")), _env(body, "env"), names, expect,
-                    _allow(body, engine), _workload_fields(dict(workload), body.where("workload")), fresh)
+                    _allow(body, engine), _workload_fields(dict(workload), body.where("workload")), fresh, nodes)
         )
     return tuple(variants)
 

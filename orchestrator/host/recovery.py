@@ -75,10 +75,11 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
             old = store.get(uid)
         except OrchError:
             continue  # recorded in another database
+        node = store.node_of(old, name)  # a run over several hosts: this host's rows only
         states = {r.seq: r.state for r in reverted if r.run == uid}
-        states.update(_finished_reverts(store, old, states, still_journaled))
+        states.update(_finished_reverts(store, old, states, still_journaled, node))
         if states:
-            store.set_patch_states(old, states)
+            store.set_patch_states(old, states, node)
         store.event(old, "recovered", f"cleaned up by a later command on {name}; patch states: {states or 'none left'}")
         if old.status == RUNNING:
             interrupted.append(uid)
@@ -88,13 +89,14 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
     return Recovery(name, tuple(broken), tuple(interrupted), tuple(reverted))
 
 
-def _finished_reverts(store: Store, run: Run, states: dict[int, str], journaled: set[tuple[str, int]]) -> dict[int, str]:
+def _finished_reverts(store: Store, run: Run, states: dict[int, str], journaled: set[tuple[str, int]],
+                      node: int = 0) -> dict[int, str]:
     """Patches the database still calls applied whose journal record is gone: the journal deletes a
     record only once the restored file's hash equals `before`, so their revert finished (the
     controller died before it could record that)."""
     rows = store.children(run, PatchRow)
     return {r.seq: REVERTED for r in rows
-            if r.state == APPLIED and r.seq not in states and (run.uid, r.seq) not in journaled}
+            if r.node == node and r.state == APPLIED and r.seq not in states and (run.uid, r.seq) not in journaled}
 
 
 async def _show_drift(session: HostSession, report: Say) -> None:

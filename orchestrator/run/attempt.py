@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core.secrets import hide
@@ -136,6 +136,8 @@ class Attempt:
     secrets: dict[str, str]  # the run's secret values by name: hidden from all it prints and records
     stage: Stage | None = None
     serving: Serving | None = None  # the server the run uses, once launched or joined (serving.py)
+    node: int = 0  # its node rank in a run over several hosts (multinode.py); 0 for every other run
+    peers: list[Attempt] = field(default_factory=list)  # rank 0's: the run on each other node, in rank order
 
     def enter(self, stage: Stage) -> None:
         self.stage = stage

@@ -23,7 +23,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from orchestrator.host import occupancy, overlay, patchcheck, server
-from . import collect, preflight, serving, sharing, stages, tool, workload
+from . import collect, multinode, preflight, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, spec as specs
 from orchestrator import engines
@@ -136,12 +136,16 @@ async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report
 
 
 def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter,
-             reuse: serving.Serving | None) -> Attempt:
+             reuse: serving.Serving | None, nodes: multinode.Nodes | None = None) -> Attempt:
     """The run's row recorded as started, and what its stages read. A run that uses another run's
-    server (`reuse`) records that server's launch as its command."""
+    server (`reuse`) records that server's launch as its command. A run over several hosts (`nodes`)
+    is rank 0's, with an Attempt per other node (`multinode.py`)."""
     host = session.host
     uid = new_uid(plan.variant)
     context = run_context(spec, plan, host, uid)
+    if nodes is not None:
+        context.update(nodes.context(0))
+        context["params"]["nodes"] = nodes.count
     env = context["env"]
     hidden = secret_values(env, context["secret_names"])
     store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
@@ -154,8 +158,18 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
         server_run_id=reuse.launcher.run.id if reuse is not None else None,
     )
     store.add(run)
-    return Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
-                   f"{plan.variant}@{host.name} #{run.id}", script, hidden)  # the id: runs share hosts
+    attempt = Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
+                      f"{plan.variant}@{host.name} #{run.id}", script, hidden)  # the id: runs share hosts
+    for rank, other in enumerate(nodes.peers if nodes is not None else (), 1):
+        node_context = {**run_context(spec, plan, other.host, uid), **nodes.context(rank)}  # type: ignore[union-attr]
+        node_script = render.launch_script(spec.template, node_context)
+        store.event(run, "node-script", f"node {rank} on {other.host.name}:\n{hide(node_script, hidden)}")
+        store.save_log(run, b"", node=rank, host=other.host.name)  # its log once stopped; names its host now (recovery)
+        attempt.peers.append(multinode.peer(attempt, other, rank, node_context, node_script))
+    if nodes is not None:
+        names = ", ".join(f"node {rank} {s.host.name}" for rank, s in enumerate((session, *nodes.peers)))
+        store.event(run, "nodes", f"{names}; rendezvous at {nodes.dist_host}:{nodes.dist_port}")
+    return attempt
 
 
 def _workload_params(spec: Spec, plan: RunPlan) -> dict[str, Any]:
@@ -172,17 +186,20 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     host, env, engine = session.host, context["env"], attempt.engine
     attempt.enter(Stage.CHECK_FLAGS)
     await engine.check_launch(session, attempt.script, spec.template, attempt.says, attempt.label)
+    await multinode.check_flags(attempt)
     if (attempt.plan.workload or spec.workload).tool is not None:
         await tool.check(attempt, attempt.plan.workload or spec.workload, _port(attempt))
     attempt.enter(Stage.CHECK_HOST)
     port = _port(attempt)
-    busy = await occupancy.ensure_free(session.conn, host, port, int(context["params"].get("tp_size", 1) or 1),
+    busy = await occupancy.ensure_free(session.conn, host, port, multinode.gpus_per_node(attempt.plan),
                                        env.get("CUDA_VISIBLE_DEVICES"), spec.allow_busy_gpus)
+    await multinode.check_hosts(attempt, port)
     for problem in busy:
         store.event(run, "busy-gpus-allowed", f"orch run --allow-busy-gpus: {problem}")
         attempt.warn(f"{problem} (--allow-busy-gpus)")
     attempt.enter(Stage.PUSH)
     await stages.push_checkpoints(attempt)
+    await multinode.push(attempt)
     attempt.enter(Stage.PREFLIGHT)
     await preflight.gate(attempt)
     attempt.enter(Stage.PREPARE_PATCHES)
@@ -190,11 +207,13 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     await patchcheck.ensure_compiles(session.conn, host, prepared)
     attempt.enter(Stage.APPLY_PATCHES)
     await uncancelled(stages.apply_patches(attempt, prepared))  # whole: the revert then undoes each
+    await multinode.patch(attempt, prepare_patches, uncancelled)
     attempt.enter(Stage.LAUNCH)
     started = time.monotonic()
     srv = await server.launch(session.conn, context["run"]["dir"], attempt.script, port, attempt.secrets)
     held = serving.launched(attempt, srv)
     store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")
+    await multinode.launch(attempt, port)
     attempt.say(f"server launched (pid {srv.pgid}); waiting for it to be ready")
     attempt.enter(Stage.WAIT_READY)
     held.read_so_far = await server.wait_ready(session.conn, srv, spec.ready_timeout, engine)
@@ -225,12 +244,14 @@ async def _never() -> bool:
 
 
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter,
-                  kept: serving.Kept | None = None, keep: serving.Keep = _never) -> Outcome:
+                  kept: serving.Kept | None = None, keep: serving.Keep = _never,
+                  nodes: multinode.Nodes | None = None) -> Outcome:
     """One run: its own server brought up, or the one `kept` holds (server reuse); its workload;
     then, when `keep()` says another plan of its server key is waiting, the server is left up in
-    `kept` (its log read so far), else stopped and the patches reverted."""
+    `kept` (its log read so far), else stopped and the patches reverted. With `nodes`, the run spans
+    those hosts too, rank 0 on `session`'s (`multinode.py`; no reuse)."""
     reuse = kept.take() if kept is not None else None
-    attempt = _attempt(spec, plan, session, store, reporter, reuse)
+    attempt = _attempt(spec, plan, session, store, reporter, reuse, nodes)
     host, engine, run, context = session.host, attempt.engine, attempt.run, attempt.context
     attempt.known(run=run.id, gpus=attempt.gpus, engine=spec.engine)  # the live table's row for this run
     attempt.say(f"run {run.id} ({run.uid}) started")
@@ -242,23 +263,24 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
     load = plan.workload or spec.workload
     try:
-        if reuse is None:
-            await _bring_up(attempt, metrics)
-            attempt.say(f"ready after {metrics['startup_s']:.1f} s; {_workload_said(load)}")
-        else:
-            serving.join(attempt, reuse)
-            attempt.say(_workload_said(load))
-        attempt.enter(Stage.WORKLOAD)
-        base_url = attempt.serving.base_url if attempt.serving is not None else ""
-        workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
-        if load.tool is not None:  # the engine's own benchmark tool, on the host (`tool.py`)
-            measure = await tool.run(attempt, load, attempt.serving.srv.port if attempt.serving else _port(attempt), metrics)
-        else:
-            before = await engine.server_state(base_url)
-            result = await workload.run(engine, base_url, load, workload.so_far(engine, attempt.known))
-            measure = functools.partial(engine.measures, result, before, await engine.server_state(base_url))
-            metrics.update(collect.workload_metrics(result))
-            collect.store_requests(store, run, result, load)
+        async with multinode.watched(attempt):  # another node failing cuts the run short at once
+            if reuse is None:
+                await _bring_up(attempt, metrics)
+                attempt.say(f"ready after {metrics['startup_s']:.1f} s; {_workload_said(load)}")
+            else:
+                serving.join(attempt, reuse)
+                attempt.say(_workload_said(load))
+            attempt.enter(Stage.WORKLOAD)
+            base_url = attempt.serving.base_url if attempt.serving is not None else ""
+            workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
+            if load.tool is not None:  # the engine's own benchmark tool, on the host (`tool.py`)
+                measure = await tool.run(attempt, load, attempt.serving.srv.port if attempt.serving else _port(attempt), metrics)
+            else:
+                before = await engine.server_state(base_url)
+                result = await workload.run(engine, base_url, load, workload.so_far(engine, attempt.known))
+                measure = functools.partial(engine.measures, result, before, await engine.server_state(base_url))
+                metrics.update(collect.workload_metrics(result))
+                collect.store_requests(store, run, result, load)
         workload_from = None  # the workload is done: a later drop cuts none of its requests
         status, exit_code = SUCCEEDED, 0  # unless the measures fail an expectation (after the stop)
     except OrchError as exc:
@@ -280,6 +302,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
                     serving.launched(attempt, found)
             held = attempt.serving
             log, cleanup_errors = b"", []
+            stopping = asyncio.ensure_future(multinode.stop(attempt))  # the other nodes at once, beside rank 0
             segment = await serving.kept_segment(attempt, keep) if status == SUCCEEDED and kept is not None else None
             if segment is not None:
                 log = segment
@@ -290,11 +313,13 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
                 except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
                     cleanup_errors.append(exc)
                     log = held.read_so_far if held is not None and not held.log_offset else b""
+            node_logs = await stopping
             attempt.enter(Stage.READ_LOG)
             log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
             attempt.enter(Stage.RECORD)
             if held is not None:
                 collect.store_log(store, run, log, log_report)
+            multinode.record_logs(node_logs, _patched_files(store, run))
             if measure is not None:
                 found_flags, notes = collect.record(store, run, metrics, measure(log_report))
                 attempt.known(**metrics)  # accept length, tokens/s
@@ -312,6 +337,10 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
                 kept.serving = held
             else:
                 error, status, exit_code = await _revert(attempt, held, cleanup_errors, flags, error, status, exit_code)
+                left = await multinode.revert(attempt)  # every other node's, whatever happened on rank 0's
+                if left:
+                    error = "; ".join([*([error] if error else []), *left])
+                    status, exit_code = (FAILED, 1) if status == SUCCEEDED else (status, exit_code)
             cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
             if cut and status == FAILED:
                 error = (f"{error}; " if error else "") + cut

@@ -40,6 +40,8 @@ class Entry:
 def check_fits(plans: list[RunPlan], hosts: list[Host]) -> None:
     """Every plan fits at least one chosen host, else a SpecError before any host is touched."""
     for plan in plans:
+        if plan.nodes > 1:
+            continue  # the gang's (`gang.check_fits`)
         if not any(able(h, plan) for h in hosts):
             have = ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts)
             raise SpecError(f"variant '{plan.variant}' needs tp_size={tp_size(plan)} GPUs; no chosen host has "
@@ -47,8 +49,9 @@ def check_fits(plans: list[RunPlan], hosts: list[Host]) -> None:
 
 
 class Queue:
-    def __init__(self, plans: list[RunPlan]):
-        self.pending = [Entry(i, plan) for i, plan in enumerate(plans)]
+    def __init__(self, plans: list[RunPlan], single_host_only: bool = False):
+        # `single_host_only`: plans over several hosts are the gang's (`gang.py`), not the queue's
+        self.pending = [Entry(i, plan) for i, plan in enumerate(plans) if plan.nodes == 1 or not single_host_only]
         self.lost: dict[str, OrchError] = {}  # hosts that went away, with why
         self._running = 0
         self._serving: Counter[str] = Counter()  # server keys of the plans running now

@@ -46,9 +46,9 @@ def tp_size(plan: RunPlan) -> int:
 
 
 def able(host: Host, plan: RunPlan) -> bool:
-    """Could `host` ever run `plan`: enough GPUs for its tensor-parallel size. `gpus: 0` on this
-    machine itself (no rehearsal) means "not counted", not "none"."""
-    return host.gpus >= tp_size(plan) or host.gpus == 0 and remote.is_this_machine(host) and not host.rehearsal
+    """Could `host` ever run `plan`: enough GPUs for its tensor-parallel size (its share of it, for a
+    run over several hosts). `gpus: 0` on this machine itself (no rehearsal) means "not counted", not "none"."""
+    return host.gpus >= -(-tp_size(plan) // plan.nodes) or host.gpus == 0 and remote.is_this_machine(host) and not host.rehearsal
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
         for seq, (patch, file, before, after) in enumerate(prepared, 1):
             record = await attempt.session.journal.apply(attempt.run.uid, seq, patch, file, before, after)
             row = PatchRow(run_id=attempt.run.id, seq=seq, name=patch.name, target=patch.file, file=file,
-                           sha256_before=record.sha256_before, sha256_after=record.sha256_after, state=APPLIED)
+                           sha256_before=record.sha256_before, sha256_after=record.sha256_after, state=APPLIED,
+                           node=attempt.node)
             attempt.store.add(row)
             rows.append(row)
             attempt.say(f"patched {file} ({patch.name})")
@@ -139,7 +140,7 @@ async def revert_patches(attempt: Attempt, owner: Attempt | None = None, also: S
     if not reverted:
         return []
     for user in users:
-        store.set_patch_states(user, {r.seq: r.state for r in reverted})
+        store.set_patch_states(user, {r.seq: r.state for r in reverted}, attempt.node)
     drifted = [r for r in reverted if r.state == DRIFTED]
     for r in drifted:
         message = (f"{host}:{r.file} changed during the run; left as it is. Original saved at "

@@ -6,6 +6,7 @@ of the same server key (`serving.py`). One run's stages are `execute.run_one`'s.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from orchestrator import engines
 from orchestrator.core.inventory import Host
@@ -18,7 +19,7 @@ from orchestrator.host.session import HostSession
 from orchestrator.remote import slurm
 from orchestrator.store import database as store_queries
 from orchestrator.store.database import FAILED, Store
-from . import serving
+from . import gang, multinode, serving
 from .attempt import Reporter
 from .execute import Outcome, controller, dry_run_one, run_one, uncancelled
 from .queue import Entry, Queue, check_fits
@@ -42,15 +43,25 @@ async def run_all(
     """Hosts in parallel (one lifecycle each, `host/lifecycle.py`), each taking its runs from one
     queue and running as many at once as its GPU slots hold (`slots.py`); outcomes in plan order."""
     check_fits(plans, hosts)
-    queue = Queue(plans)
+    gang.check_fits(plans, hosts)
+    # a dry run of a plan over several hosts renders and checks rank 0's part on one host, as any plan
+    spread = [(i, plan) for i, plan in enumerate(plans) if plan.nodes > 1 and not dry_run]
+    queue = Queue(plans, single_host_only=bool(spread))
     engine = engines.get(spec.engine)
     # a dry run changes nothing, so it needs no lock and recovers nothing; a run's lease names its run
     locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host))
+    team = gang.Gang(spread, hosts) if spread else None
 
     async def worker(held: Held) -> list[tuple[int, Outcome]]:
-        return await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
+        done = await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
+        if team is not None:  # no single-host plan left for it: the host joins the gang
+            done += await team.take_part(held, functools.partial(_spread_run, spec, engine, store, reporter))
+        return done
 
-    results = await lifecycle.on_hosts(hosts, worker, reporter.message, locking, engine)
+    if team is None:
+        results = await lifecycle.on_hosts(hosts, worker, reporter.message, locking, engine)
+    else:
+        results = await team.on_hosts(hosts, worker, reporter.message, locking, engine)
     done: list[tuple[int, Outcome]] = []
     for name, result in results.items():
         if isinstance(result, OrchError):
@@ -66,6 +77,26 @@ async def run_all(
 
 
 SLOT_PORT_TRIES = 16
+
+
+async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Reporter, plan: RunPlan,
+                      members: list[Held]) -> tuple[Outcome, list[str]]:
+    """One plan over several hosts (`multinode.py`), rank 0 on the first of `members`: the same
+    engine version on all of them checked first; returns its outcome and the hosts whose link failed
+    for good during it."""
+    sessions = [held.session for held in members]
+    await multinode.same_engine(sessions, engine)
+    port = await multinode.dist_port(sessions[0])
+    nodes = multinode.Nodes(tuple(sessions[1:]), multinode.address(sessions[0].host), port)
+    outcome = await run_one(spec, plan, sessions[0], store, reporter, nodes=nodes)
+    lost = []
+    for session in sessions:
+        try:
+            await session.conn.stat(session.host.workdir)
+        except (OrchError, OSError):
+            lost.append(session.host.name)
+            reporter.message(session.host.name, "lost: its link failed for good; it leaves the sweep")
+    return outcome, lost
 
 
 async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, store: Store,

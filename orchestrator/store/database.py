@@ -75,6 +75,7 @@ class PatchRow(SQLModel, table=True):
     sha256_before: str
     sha256_after: str
     state: str
+    node: int = 0  # the node rank of a run over several hosts (run/multinode.py) whose files it patched
 
 
 class MetricRow(SQLModel, table=True):
@@ -92,6 +93,7 @@ class DebugRow(SQLModel, table=True):
     seq: int
     text: str
     fields: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    node: int = 0  # the node rank whose server log held it
 
 
 class SeriesRow(SQLModel, table=True):
@@ -103,6 +105,7 @@ class SeriesRow(SQLModel, table=True):
     seq: int
     time: str | None = None
     values: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    node: int = 0  # the node rank whose server log held it
 
 
 class HistogramRow(SQLModel, table=True):
@@ -144,6 +147,17 @@ class LogRow(SQLModel, table=True):
     """The server log as fetched at the end of the run, zlib-compressed."""
 
     run_id: int = Field(primary_key=True, foreign_key="run.id")
+    size: int
+    data: bytes = Field(sa_column=Column(LargeBinary))
+
+
+class NodeLogRow(SQLModel, table=True):
+    """The server log of a node of rank > 0 of a run over several hosts (rank 0's is the LogRow),
+    zlib-compressed."""
+
+    run_id: int = Field(primary_key=True, foreign_key="run.id")
+    node: int = Field(primary_key=True)
+    host: str
     size: int
     data: bytes = Field(sa_column=Column(LargeBinary))
 
@@ -228,7 +242,9 @@ class Store:
     def event(self, run: Run, kind: str, message: str) -> None:
         self.add(EventRow(run_id=run.id, kind=kind, message=message))
 
-    def save_log(self, run: Run, data: bytes) -> None:
+    def save_log(self, run: Run, data: bytes, node: int = 0, host: str = "") -> None:
+        if node:
+            return self._save_node_log(run, data, node, host)
         with self.session() as s:
             existing = s.get(LogRow, run.id)
             if existing:
@@ -239,9 +255,27 @@ class Store:
             s.add(LogRow(run_id=run.id, size=len(data), data=zlib.compress(data, level)))
             s.commit()
 
-    def set_patch_states(self, run: Run, states: dict[int, str]) -> None:
+    def _save_node_log(self, run: Run, data: bytes, node: int, host: str) -> None:
         with self.session() as s:
-            for row in s.exec(select(PatchRow).where(PatchRow.run_id == run.id)):
+            data = scrub(data, self.secrets)
+            s.merge(NodeLogRow(run_id=run.id, node=node, host=host, size=len(data), data=zlib.compress(data, 6)))
+            s.commit()
+
+    def node_logs(self, run: Run) -> list[tuple[int, str, bytes]]:
+        """(node rank, host, log) of each node of rank > 0 of a run over several hosts."""
+        with self.session() as s:
+            rows = s.exec(select(NodeLogRow).where(NodeLogRow.run_id == run.id).order_by(NodeLogRow.node)).all()
+            return [(r.node, r.host, zlib.decompress(r.data)) for r in rows]
+
+    def node_of(self, run: Run, host: str) -> int:
+        """The node rank `host` had in `run` (0: its only host, or rank 0's of a run over several)."""
+        with self.session() as s:
+            found = s.exec(select(NodeLogRow.node).where(NodeLogRow.run_id == run.id, NodeLogRow.host == host)).first()
+            return int(found) if found is not None and run.host != host else 0
+
+    def set_patch_states(self, run: Run, states: dict[int, str], node: int = 0) -> None:
+        with self.session() as s:
+            for row in s.exec(select(PatchRow).where(PatchRow.run_id == run.id, PatchRow.node == node)):
                 if row.seq in states:
                     row.state = states[row.seq]
                     s.add(row)

@@ -1,0 +1,146 @@
+"""How a sweep runs its plans over several hosts (`nodes: N`, `multinode.py`): a gang of hosts.
+
+Kept simple: the plans over several hosts run after every single-host plan of the sweep. A host
+whose worker finds no single-host plan left for it (`queue.take` returned None: none fits it and
+no run anywhere is still going) joins the gang, whole (no other run on it). The next plan of the
+gang, in plan order, starts once N hosts that can run it have joined: the first of them in
+inventory order is rank 0 and runs the run (`execute.run_one` with the others' sessions) while the
+others wait; each host's lock, recovery and rehearsal install were done by its own lifecycle. After
+the run its hosts join again, except one whose link failed for good (it leaves the sweep). A plan
+that needs more hosts than are left fails without a run; one that needs more than were chosen is
+refused before any host (`check_fits`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
+
+from orchestrator.core.inventory import Host
+from orchestrator.core.spec import RunPlan
+from orchestrator.engines.base import Engine, Say
+from orchestrator.errors import HostError, OrchError, SpecError
+from orchestrator.host import lifecycle
+from orchestrator.host.lifecycle import Held, Locking
+from orchestrator.host.session import HostSession
+from orchestrator.remote.group import fan_out
+from orchestrator.store.database import FAILED
+from . import multinode
+from .execute import Outcome
+from .slots import able
+
+T = TypeVar("T")
+Run = Callable[[RunPlan, list[Held]], Awaitable[tuple[Outcome, list[str]]]]  # the outcome, and the hosts lost
+
+
+def check_fits(plans: list[RunPlan], hosts: list[Host]) -> None:
+    """Every plan over several hosts has that many chosen hosts able to run its share, else a
+    SpecError before any host is touched."""
+    for plan in plans:
+        if plan.nodes > 1:
+            multinode.gpus_per_node(plan)  # tp_size splits over the nodes
+            fit = [h.name for h in hosts if able(h, plan)]
+            if len(fit) < plan.nodes:
+                raise SpecError(f"variant '{plan.variant}' needs nodes={plan.nodes} hosts; the chosen hosts that can "
+                                f"run its share have {len(fit)}: {', '.join(fit) or 'none'}; choose more (--hosts)")
+
+
+class Gang:
+    def __init__(self, entries: list[tuple[int, RunPlan]], hosts: list[Host]):
+        self.pending = list(entries)  # (place in the sweep, plan), in plan order
+        self._hosts = {h.name: h for h in hosts}
+        self._rank = {h.name: i for i, h in enumerate(hosts)}
+        self._present = set(self._hosts)  # hosts that are in the gang or may still join it
+        self._idle: dict[str, Held] = {}
+        self._gone: set[str] = set()
+        self._changed = asyncio.Condition()
+
+    async def take_part(self, held: Held, run: Run) -> list[tuple[int, Outcome]]:
+        """The host waits in the gang; runs the plans it is rank 0 of; returns their outcomes once
+        no plan is left for it (or its link failed for good)."""
+        name = held.session.host.name
+        outcomes: list[tuple[int, Outcome]] = []
+        async with self._changed:
+            self._idle[name] = held
+            self._changed.notify_all()
+        while True:
+            async with self._changed:
+                started = await self._next(name, outcomes)
+            if started is None:
+                return outcomes
+            (order, plan), group = started
+            try:
+                outcome, lost = await run(plan, list(group.values()))  # rank order
+            except OrchError as exc:
+                outcome, lost = Outcome(None, "-", plan.variant, name, FAILED, error=str(exc), evidence=exc.evidence,
+                                        exit_code=exc.exit_code), []
+            finally:
+                async with self._changed:
+                    for member, member_held in group.items():
+                        if member not in lost:
+                            self._idle[member] = member_held
+                    self._changed.notify_all()
+            outcomes.append((order, outcome))
+            for member in lost:
+                await self.leave(member)
+            if name in lost:
+                return outcomes
+
+    async def _next(self, name: str, outcomes: list[tuple[int, Outcome]]
+                    ) -> tuple[tuple[int, RunPlan], dict[str, Held]] | None:
+        """Under the lock: wait until this host is rank 0 of the next plan (returns it and its hosts,
+        rank order), or no plan is left for it (None)."""
+        while True:
+            if name in self._gone:
+                return None
+            if not self.pending and name in self._idle:
+                self._idle.pop(name)
+                self._present.discard(name)
+                self._changed.notify_all()
+                return None
+            if self.pending and name in self._idle:
+                order, plan = self.pending[0]
+                able_left = [n for n in self._present if able(self._hosts[n], plan)]
+                if len(able_left) < plan.nodes:  # hosts went away: it cannot run any more
+                    self.pending.pop(0)
+                    error = HostError(f"variant '{plan.variant}' needs nodes={plan.nodes} hosts; {len(able_left)} of "
+                                      "the chosen ones are left in the sweep")
+                    outcomes.append((order, Outcome(None, "-", plan.variant, name, FAILED, error=str(error),
+                                                    exit_code=error.exit_code)))
+                    self._changed.notify_all()
+                    continue
+                ready = sorted((n for n in self._idle if able(self._hosts[n], plan)), key=self._rank.__getitem__)
+                if len(ready) >= plan.nodes and ready[0] == name:
+                    self.pending.pop(0)
+                    group = {n: self._idle.pop(n) for n in ready[:plan.nodes]}
+                    return (order, plan), group
+            await self._changed.wait()
+
+    async def leave(self, name: str) -> None:
+        """`name` is in the gang no more (its lifecycle ended, or failed before it joined)."""
+        async with self._changed:
+            self._present.discard(name)
+            self._idle.pop(name, None)
+            self._gone.add(name)
+            self._changed.notify_all()
+
+    async def on_hosts(self, hosts: Iterable[Host], work: Callable[[Held], Awaitable[T]], say: Say,
+                       locking: Locking | None, stand_in: Engine | None) -> dict[str, T | OrchError]:
+        """`lifecycle.on_hosts`, telling the gang of every host whose lifecycle ends (a host that
+        cannot be opened or locked never joins: the gang must not wait for it)."""
+        async def one(session: HostSession) -> T:
+            try:
+                async with lifecycle.holding(session, say, locking, stand_in) as held:
+                    return await work(held)
+            finally:
+                await self.leave(session.host.name)
+
+        async def opener(host: Host) -> HostSession:
+            try:
+                return await lifecycle.open_session(host, say)
+            except BaseException:
+                await self.leave(host.name)
+                raise
+
+        return await fan_out(hosts, one, opener=opener)

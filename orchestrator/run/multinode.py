@@ -1,0 +1,292 @@
+"""A run over several hosts (`nodes: N`): one server launched on N hosts at once, rank 0 serving.
+
+The run is rank 0's (`execute.run_one` on its host); every other node is an `Attempt` of the same
+run on its own host (`Attempt.peers`, in rank order), and each stage of rank 0 does its part on
+them too:
+
+    check flags, check host (port, the node's share of the GPUs: tp_size / nodes), push checkpoints,
+    prepare patches (anchors, compile), apply patches (each node's own journal, the run's uid)
+        -> every node; the preflight on rank 0 only
+    launch -> every node at once, each with its own script (`{{ node_rank }}`, `{{ nnodes }}`,
+              `{{ dist_init_addr }}`: rank 0's address as the others reach it and a free port there);
+              rank 0's script is the run's command, each other's a "node-script" event
+    readiness, workload -> rank 0, while every other node is watched (`watched`): a node whose
+              server exits, or whose link is lost, cancels the run at once with that node's error
+    stop -> every node at once; logs -> rank 0's the run's log, each other's a `NodeLogRow`, debug
+            lines and series tagged with the node; revert -> every node, whatever happened
+
+A run over several hosts never reuses a server and never leaves one up (the gang that runs it,
+`gang.py`, hands it no `Kept`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator import remote
+from orchestrator.core.inventory import Host
+from orchestrator.core.spec import RunPlan
+from orchestrator.engines.base import Diagnosis, Engine
+from orchestrator.errors import HostError, OrchError, ServerError, SpecError
+from orchestrator.host import occupancy, patchcheck, server
+from orchestrator.host.session import HostSession, package_dir, package_version
+from orchestrator.store.database import DebugRow, SeriesRow
+from . import serving, stages
+from .attempt import Attempt, Stage
+
+DIST_PORT = 29500  # torch.distributed's usual master port; the first free one from here on rank 0
+DIST_PORT_TRIES = 32
+WATCH_SECONDS = 0.3  # between two looks at the other nodes' servers
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """The other nodes of a run over several hosts (in rank order) and rank 0's rendezvous address."""
+
+    peers: tuple[HostSession, ...]
+    dist_host: str
+    dist_port: int
+
+    @property
+    def count(self) -> int:
+        return len(self.peers) + 1
+
+    def context(self, rank: int) -> dict[str, Any]:
+        """What node `rank`'s launch script renders with (besides the run's own context)."""
+        return {"node_rank": rank, "nnodes": self.count, "dist_init_addr": f"{self.dist_host}:{self.dist_port}",
+                "dist_init_host": self.dist_host, "dist_init_port": self.dist_port}
+
+
+def gpus_per_node(plan: RunPlan) -> int:
+    """The GPUs each node gives the run: its tensor-parallel size split over its nodes."""
+    tp = int(plan.params.get("tp_size", 1) or 1)
+    if tp % plan.nodes:
+        raise SpecError(f"variant '{plan.variant}': tp_size={tp} does not split over nodes={plan.nodes}; "
+                        "make tp_size a multiple of nodes")
+    return tp // plan.nodes
+
+
+def address(host: Host) -> str:
+    """Where the other nodes reach `host`: its inventory address, 127.0.0.1 for this machine."""
+    return "127.0.0.1" if remote.is_this_machine(host) or not host.address else host.address
+
+
+async def dist_port(session: HostSession) -> int:
+    """A port no process listens on at rank 0's host, for the nodes' rendezvous."""
+    for port in range(DIST_PORT, DIST_PORT + DIST_PORT_TRIES):
+        if not (await occupancy.listener(session.conn, session.host, port)).listening:
+            return port
+    raise HostError(f"{session.host.name}: ports {DIST_PORT}-{DIST_PORT + DIST_PORT_TRIES - 1} are all taken; "
+                    "no free port for the nodes' rendezvous")
+
+
+async def same_engine(sessions: Sequence[HostSession], engine: Engine) -> str:
+    """The engine version every node has (from its version file, read before anything changes);
+    HostError naming two hosts that differ."""
+    versions = []
+    for session in sessions:
+        folder = await package_dir(session.conn, session.host, session.packages, engine.package)
+        found = await package_version(session.conn, folder, engine.version_files()) if folder else "not installed"
+        versions.append((session.host.name, found))
+    first = versions[0]
+    for other in versions[1:]:
+        if other[1] != first[1]:
+            raise HostError(f"the nodes of one run need the same {engine.name}: {first[0]} has {first[1]}, "
+                            f"{other[0]} has {other[1]}; choose hosts with one version (`orch hosts check`)")
+    return first[1]
+
+
+async def _each(lead: Attempt, work: Callable[[Attempt], Awaitable[None]]) -> None:
+    """`work` on every other node at once; the first failure is raised once all are done."""
+    results = await asyncio.gather(*(work(peer) for peer in lead.peers), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def check_flags(lead: Attempt) -> None:
+    await _each(lead, lambda p: p.engine.check_launch(p.session, p.script, p.spec.template, p.says, p.label))
+
+
+async def check_hosts(lead: Attempt, port: int) -> None:
+    async def one(peer: Attempt) -> None:
+        for problem in await occupancy.ensure_free(peer.session.conn, peer.session.host, port,
+                                                   gpus_per_node(peer.plan), peer.context["env"].get("CUDA_VISIBLE_DEVICES"),
+                                                   peer.spec.allow_busy_gpus):
+            peer.store.event(peer.run, "busy-gpus-allowed", f"node {peer.node}: orch run --allow-busy-gpus: {problem}")
+            peer.warn(f"{problem} (--allow-busy-gpus)")
+    await _each(lead, one)
+
+
+async def push(lead: Attempt) -> None:
+    await _each(lead, stages.push_checkpoints)
+
+
+async def patch(lead: Attempt, prepare: Callable[[HostSession, RunPlan], Awaitable[list[Any]]],
+                apply: Callable[[Awaitable[None]], Awaitable[None]]) -> None:
+    """Every node's patches prepared and compiled on its own files, then applied (journal first),
+    each whole (`apply`: uncancelled)."""
+    async def one(peer: Attempt) -> None:
+        prepared = await prepare(peer.session, peer.plan)
+        await patchcheck.ensure_compiles(peer.session.conn, peer.session.host, prepared)
+        await apply(stages.apply_patches(peer, prepared))
+    await _each(lead, one)
+
+
+async def launch(lead: Attempt, port: int) -> None:
+    async def one(peer: Attempt) -> None:
+        srv = await server.launch(peer.session.conn, peer.context["run"]["dir"], peer.script, port, peer.secrets)
+        peer.serving = serving.Serving(peer, srv, users=[peer.run])
+        peer.store.event(peer.run, "node-launched", f"node {peer.node} on {peer.session.host.name}: pid {srv.pgid} "
+                         f"in {srv.run_dir}")
+        peer.say(f"node {peer.node} launched (pid {srv.pgid})")
+    await _each(lead, one)
+
+
+@asynccontextmanager
+async def watched(lead: Attempt) -> AsyncIterator[None]:
+    """The body runs while every other node's server is watched: one that exits, or whose host no
+    longer answers, cancels the body at once and its error is raised instead."""
+    if not lead.peers:
+        yield
+        return
+    body = asyncio.current_task()
+    assert body is not None
+    failed: list[OrchError] = []
+    offsets = {peer.node: 0 for peer in lead.peers}
+
+    async def look() -> OrchError | None:
+        for peer in lead.peers:
+            error = await _looked_at(peer, offsets) if peer.serving is not None else None
+            if error is not None:
+                return error
+        return None
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            error = await look()
+            if error is not None:
+                failed.append(error)
+                body.cancel(_NODE_FAILED)
+                return
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield
+    except asyncio.CancelledError as exc:
+        if failed and exc.args == (_NODE_FAILED,):
+            body.uncancel()
+            raise failed[0] from None
+        raise
+    except OrchError:
+        # rank 0 failing may be its peers' doing (its server exits when a node drops): that node's
+        # failure is the run's, when there is one (the watcher saw it, or one more look does)
+        watcher.cancel()
+        cause = failed[0] if failed else await look()
+        if cause is None:
+            raise
+        if body.cancelling():
+            body.uncancel()
+        raise cause from None
+    finally:
+        watcher.cancel()
+
+
+_NODE_FAILED = "a node of the run failed"
+
+
+async def _looked_at(peer: Attempt, offsets: dict[int, int]) -> OrchError | None:
+    """The node's failure, if its server has exited or its host does not answer; else None."""
+    assert peer.serving is not None
+    host, srv = peer.session.host.name, peer.serving.srv
+    try:
+        status = await server.poll(peer.session.conn, srv, offsets[peer.node])
+        offsets[peer.node] += len(status.new_bytes)
+        if status.alive and status.exit_code is None:
+            return None
+        log = await server.read_log(peer.session.conn, srv, peer.engine, peer.spec.debug_pattern)
+    except (OrchError, OSError) as exc:
+        return HostError(f"{host}: node {peer.node} of the run lost: {exc}")
+    found = peer.engine.diagnose(log)
+    code = "unknown" if status.exit_code is None else str(status.exit_code)
+    reason = found.summary if found else "no known failure signature in its log"
+    diagnosis = found or Diagnosis("node-exited", f"node {peer.node} ({host}): the server exited (exit code {code}) "
+                                   "with no known failure signature in its log; see `orch logs`",
+                                   tuple(server.tail(log, 5)))
+    return ServerError(f"{host}: node {peer.node}'s server exited (exit code {code}): {reason}",
+                       evidence=tuple(server.tail(log)), diagnosis=diagnosis)
+
+
+async def stop(lead: Attempt) -> list[tuple[Attempt, bytes]]:
+    """Every other node's server stopped at once; (node, its log) for each one launched. A node
+    that cannot be reached keeps its server (its host's next lock or `orch stop` stops it)."""
+    async def one(peer: Attempt) -> tuple[Attempt, bytes]:
+        conn, host = peer.session.conn, peer.session.host.name
+        try:
+            if peer.serving is None and lead.stage in (Stage.LAUNCH, Stage.WAIT_READY):
+                await _cut_short_launch(peer)  # an interrupt came while its launch command ran
+            if peer.serving is None:
+                return peer, b""
+            srv = peer.serving.srv
+            stopped = await server.stop(conn, srv)
+            peer.store.event(peer.run, "node-stopped", f"node {peer.node} ({host}): "
+                             f"{stopped.summary(server.STOP_GRACE_SECONDS)}")
+            return peer, await server.read_log(conn, srv, peer.engine, peer.spec.debug_pattern)
+        except (OrchError, OSError) as exc:
+            peer.store.event(peer.run, "cleanup-failed", f"node {peer.node} ({host}): could not stop its server: {exc}")
+            return peer, b""
+    return list(await asyncio.gather(*(one(peer) for peer in lead.peers)))
+
+
+async def _cut_short_launch(peer: Attempt) -> None:
+    """The server a launch cut short may have started: its wrapper's pid file says so."""
+    run_dir = peer.context["run"]["dir"]
+    try:
+        pid = (await peer.session.conn.read_file(f"{run_dir}/pid")).decode().strip()
+    except FileNotFoundError:
+        return
+    if pid.isdigit():
+        port = int(peer.context["params"].get("port", 30000))
+        peer.serving = serving.Serving(peer, server.Server(run_dir, int(pid), port), users=[peer.run])
+
+
+def record_logs(logs: Sequence[tuple[Attempt, bytes]], patched: Sequence[str]) -> None:
+    """Each other node's log, its debug lines and series, tagged with its rank."""
+    for peer, log in logs:
+        if peer.serving is None:
+            continue
+        store, run = peer.store, peer.run
+        report = peer.engine.parse_log(log, peer.spec.debug_pattern, patched)
+        store.save_log(run, log, node=peer.node, host=peer.session.host.name)
+        store.add_children(SeriesRow, [{"run_id": run.id, "kind": p.kind, "seq": p.seq, "time": p.time, "values": dict(p.values),
+                             "node": peer.node} for p in report.series])
+        store.add_children(DebugRow, [{"run_id": run.id, "seq": i, "text": d.text, "fields": d.fields, "node": peer.node}
+                                    for i, d in enumerate(report.debug_lines)])
+
+
+async def revert(lead: Attempt) -> list[str]:
+    """Every other node's patches reverted (each its own journal); the problems, one per node."""
+    async def one(peer: Attempt) -> str | None:
+        host = peer.session.host.name
+        try:
+            drifted = await stages.revert_patches(peer)
+        except (OrchError, OSError) as exc:
+            peer.store.event(peer.run, "cleanup-failed", f"node {peer.node} ({host}): {exc}")
+            return f"cleanup failed on node {peer.node} ({host}): {exc}"
+        if drifted:
+            return f"node {peer.node}: {len(drifted)} patched file(s) changed during the run and were left: {', '.join(drifted)}"
+        return None
+    return [p for p in await asyncio.gather(*(one(peer) for peer in lead.peers)) if p]
+
+
+def peer(lead: Attempt, session: HostSession, rank: int, context: dict[str, Any], script: str) -> Attempt:
+    """Node `rank` of the lead's run, on `session`'s host: the same run row, its own context and script."""
+    return dataclasses.replace(lead, session=session, context=context, script=script, node=rank, peers=[],
+                               label=f"{lead.label} node {rank}@{session.host.name}", stage=None, serving=None)
+

@@ -1,0 +1,155 @@
+"""Runs over several hosts (`nodes: 2`): the real `orch run` over two sshd hosts in network
+namespaces (root only), the rehearsal SGLang launched on both as one server (rank 0 listens on its
+rendezvous port on its namespace address, rank 1 connects to it over the bridge), a real SQLite file.
+The hosts' files are this machine's (namespaces split the network only): the tests read them directly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+import sshd
+from conftest import ROOT, group_alive
+from test_faults import FAST_FAILURE, untouched
+from test_ssh_run import orch, read_until, record, start_orch
+
+pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory):
+    built = sshd.Fleet(tmp_path_factory.mktemp("nodes"), 2)
+    try:
+        built.start()
+        for server in built.servers:
+            server.client_options(*FAST_FAILURE)
+        yield built
+    finally:
+        built.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_user_ssh(no_user_ssh) -> None:
+    """Every test here runs with a throw-away HOME (see conftest.no_user_ssh)."""
+
+
+def two_nodes(project: Path, fleet: sshd.Fleet, requests: int = 2) -> list[Path]:
+    """The inventory with both fleet hosts, the demo experiment over 2 nodes (`story` only, a tiny
+    workload); returns the hosts' workdirs in rank order."""
+    workdirs = [project / f"{s.name}-work" for s in fleet.servers]
+    known = fleet.known_hosts()
+    (project / "inventory.yaml").write_text(
+        "hosts:\n" + "".join(s.rehearsal_entry(known, w) for s, w in zip(fleet.servers, workdirs)))
+    spec = (ROOT / "experiments" / "eagle_debug.yaml").read_text()
+    spec = spec.replace("requests: 16", f"requests: {requests}").replace("hosts: [local]", "hosts: [h00, h01]")
+    spec = spec.replace("ready_timeout: 120", "ready_timeout: 120\nnodes: 2")
+    assert "nodes: 2" in spec
+    (project / "experiments" / "eagle_debug.yaml").write_text(spec)
+    return workdirs
+
+
+def node_logs(project: Path, run_id: int) -> dict[int, tuple[str, str]]:
+    with sqlite3.connect(project / "orch.db") as db:
+        rows = db.execute("SELECT node, host, data FROM nodelogrow WHERE run_id = ?", (run_id,)).fetchall()
+    return {node: (host, zlib.decompress(data).decode()) for node, host, data in rows}
+
+
+def pids(workdir: Path, uid: str) -> int:
+    return int((workdir / "runs" / uid / "pid").read_text())
+
+
+def server_process(pgid: int) -> int:
+    """The server's own process in the run's group (the launch wrapper aside), from /proc."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and b"sglang.launch_server" in cmdline and fields[0] != "Z":
+            return int(stat.parent.name)
+    raise AssertionError(f"no server process in group {pgid}")
+
+
+def test_a_two_node_run_succeeds_with_a_log_per_node_and_both_hosts_pristine(project, fleet):
+    workdirs = two_nodes(project, fleet)
+    done = orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = record(project)
+    assert rec["status"] == "succeeded" and rec["host"] == "h00" and rec["metrics"]["accept_len"] < 1.2
+    address = fleet.servers[0].address
+    assert f"--nnodes 2 \\\n  --node-rank 0 \\\n  --dist-init-addr {address}:29500" in rec["command"]
+    events = {e["kind"]: e["message"] for e in rec["events"]}
+    assert "--node-rank 1" in events["node-script"] and f"{address}:29500" in events["node-script"]
+    assert events["nodes"].startswith("node 0 h00, node 1 h01")
+    assert "node-launched" in events and "gone" in events["node-stopped"]
+    assert "All 2 nodes joined" in orch(project, "logs", str(rec["id"])).stdout  # rank 0's log, the run's
+    ((host, log),) = node_logs(project, rec["id"]).values()
+    assert host == "h01" and "Node rank 1 of 2" in log and "Uvicorn running" not in log  # rank 1 serves no HTTP
+    # patched and reverted on both nodes, each its own journal; both servers gone
+    assert len(rec["patches"]) == 4 and all(p["state"] == "reverted" for p in rec["patches"])
+    for workdir in workdirs:
+        assert untouched(workdir) and not list((workdir / "journal").rglob("*.json"))
+        assert not group_alive(pids(workdir, rec["uid"]))
+
+
+@pytest.mark.slow
+def test_one_nodes_server_killed_fails_the_run_with_its_diagnosis_and_stops_the_other(project, fleet):
+    workdirs = two_nodes(project, fleet, requests=4000)
+    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
+    seen = read_until(proc, "sending")
+    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    os.kill(server_process(pids(workdirs[1], uid)), signal.SIGKILL)  # rank 1's server crashes (its wrapper stays)
+    rest, _ = proc.communicate(timeout=120)
+    rec = record(project)
+    assert proc.returncode == 1 and rec["status"] == "failed", seen + rest
+    assert rec["error"].startswith("h01: node 1's server exited"), rec["error"]
+    assert rec["diagnosis"]["kind"] == "node-exited" and "node 1 (h01)" in rec["diagnosis"]["summary"]
+    for workdir in workdirs:
+        assert untouched(workdir) and not group_alive(pids(workdir, uid))
+
+
+@pytest.mark.slow
+def test_one_nodes_link_cut_stops_the_other_and_a_later_revert_restores_it(project, fleet):
+    workdirs = two_nodes(project, fleet, requests=4000)
+    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
+    seen = read_until(proc, "sending")
+    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    fleet.cut(1)
+    try:
+        rest, _ = proc.communicate(timeout=180)
+        rec = record(project)
+        assert proc.returncode != 0 and rec["status"] == "failed", seen + rest
+        assert "h01: node 1 of the run lost" in rec["error"], rec["error"]
+        assert untouched(workdirs[0]) and not group_alive(pids(workdirs[0], uid))  # rank 0 stopped and reverted
+        assert not untouched(workdirs[1])  # unreachable: left patched, its journal says so
+    finally:
+        fleet.restore(1)
+    time.sleep(0.5)
+    reverted = orch(project, "revert", "--host", "h01")
+    assert reverted.returncode == 0, reverted.stdout + reverted.stderr
+    assert untouched(workdirs[1]) and not group_alive(pids(workdirs[1], uid))
+    after = record(project)
+    assert after["status"] == "failed" and len(after["patches"]) == 4
+    assert all(p["state"] == "reverted" for p in after["patches"])  # node 1's rows set by the revert on h01
+
+
+@pytest.mark.slow
+def test_an_interrupt_stops_and_reverts_every_node(project, fleet):
+    workdirs = two_nodes(project, fleet, requests=4000)
+    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
+    seen = read_until(proc, "sending")
+    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    rec = record(project)
+    assert proc.returncode == 130 and rec["status"] == "interrupted", seen + rest
+    assert all(p["state"] == "reverted" for p in rec["patches"]) and len(rec["patches"]) == 4
+    for workdir in workdirs:
+        assert untouched(workdir) and not group_alive(pids(workdir, uid))
