@@ -153,3 +153,17 @@ def test_an_interrupt_stops_and_reverts_every_node(project, fleet):
     assert all(p["state"] == "reverted" for p in rec["patches"]) and len(rec["patches"]) == 4
     for workdir in workdirs:
         assert untouched(workdir) and not group_alive(pids(workdir, uid))
+
+
+@pytest.mark.slow
+def test_nodes_with_different_engine_versions_are_refused_before_anything_is_patched(project, fleet):
+    workdirs = two_nodes(project, fleet)
+    inventory = project / "inventory.yaml"
+    text = inventory.read_text()
+    at = text.index("  h01:")
+    inventory.write_text(text[:at] + text[at:].replace("rehearsal: true", 'rehearsal: "0.5.23"'))
+    done = orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "the nodes of one run need the same sglang: h00 has 0.5.9, h01 has 0.5.23" in done.stdout
+    for workdir in workdirs:
+        assert not (workdir / "runs").exists() and not list((workdir / "journal").rglob("*.json"))

@@ -42,6 +42,7 @@ from .attempt import Attempt, Stage
 DIST_PORT = 29500  # torch.distributed's usual master port; the first free one from here on rank 0
 DIST_PORT_TRIES = 32
 WATCH_SECONDS = 0.3  # between two looks at the other nodes' servers
+EVIDENCE_CHARS = 300  # of each log line a diagnosis quotes (the arguments line is kilobytes long)
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ async def _looked_at(peer: Attempt, offsets: dict[int, int]) -> OrchError | None
     reason = found.summary if found else "no known failure signature in its log"
     diagnosis = found or Diagnosis("node-exited", f"node {peer.node} ({host}): the server exited (exit code {code}) "
                                    "with no known failure signature in its log; see `orch logs`",
-                                   tuple(server.tail(log, 5)))
+                                   tuple(line[:EVIDENCE_CHARS] for line in server.tail(log, 3)))
     return ServerError(f"{host}: node {peer.node}'s server exited (exit code {code}): {reason}",
                        evidence=tuple(server.tail(log)), diagnosis=diagnosis)
 
