@@ -257,7 +257,9 @@ def hostile_run(tmp_path: Path) -> tuple[Path, str, str, Path, Path]:
     debug = ("      import os\n"
              f"      # {kinds['semicolon']} {kinds['subshell']} {kinds['backticks']} {kinds['quotes']}\n"
              f"      print('[HOSTILE-DEBUG] text=' + repr({json.dumps(value)}) + ' value='"
-             " + repr(os.environ.get('HOSTILE_VALUE')), flush=True)\n")
+             # the line and its newline in one write: the server's access log, written by another
+             # process at the same time, would otherwise land between them (stdout is unbuffered)
+             " + repr(os.environ.get('HOSTILE_VALUE')) + '\\n', end='', flush=True)\n")
     text = experiment(env={"HOSTILE_VALUE": escaped(value)}).replace(
         '  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"\n',
         '  draft_model_path: "{{ checkpoints.draft }}"\n').replace(

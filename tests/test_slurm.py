@@ -107,8 +107,14 @@ def test_an_interrupted_run_releases_the_allocation_and_reverts(project, clean):
     spec = slurm_project(project, clean, requests=400)
     proc = start(project, "run", str(spec), "--variant", "fixed", "--no-preflight")
     before = wait_for(proc, "sending")
-    # the launch's step lasts while the server it started lives (the batch step aside)
-    steps = [line.split() for line in clean.client("squeue", "-s", "-h", "-o", "%i %M").stdout.splitlines()]
+    # the launch's step lasts while the server it started lives (the batch step aside): seen running
+    # past its first second (squeue counts whole seconds, and the rehearsal server is ready in less)
+    deadline = time.monotonic() + 5
+    while True:
+        steps = [line.split() for line in clean.client("squeue", "-s", "-h", "-o", "%i %M").stdout.splitlines()]
+        if any(not step.endswith(".batch") and used != "0:00" for step, used in steps) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
     assert any(not step.endswith(".batch") and used != "0:00" for step, used in steps), steps
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
