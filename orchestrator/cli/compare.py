@@ -63,7 +63,7 @@ def compare_command(
                                 "(default: the headline ones; --json and --csv carry every metric)."),
 ) -> None:
     """One row per configuration of an experiment, repeats aggregated (n, median, min-max), the best marked."""
-    from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
+    from orchestrator.core.spec import HOST_SPECIFIC_PARAMS
 
     if as_json and as_csv:
         raise SpecError("--json and --csv: give one of them")
@@ -139,7 +139,7 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
 def diff_configurations(experiment: str, where_items: list[str], vs_items: list[str], as_json: bool) -> None:
     """`orch diff EXPERIMENT --where ... --vs ...`: side A matches --where, side B the same with --vs
     changing (or adding) conditions; each side must be one configuration."""
-    from orchestrator.run.plankey import HOST_SPECIFIC_PARAMS
+    from orchestrator.core.spec import HOST_SPECIFIC_PARAMS
 
     where, vs = parse_where(where_items), parse_where(vs_items, "--vs")
     every, _ = load(_reader(), experiment, {})

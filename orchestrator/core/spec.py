@@ -145,6 +145,10 @@ TOP_KEYS = {
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
     "secrets", "engine", "fresh_server", "nodes",
 }
+PATCHED_SITE = "patched_site"  # the param naming an isolated run's patched copy of the packages (host/overlay.py)
+# a free port, a GPU slot and an isolated run's own patched copy differ per host and per invocation:
+# what a plan's fingerprint and server key, `orch compare` and the summary leave out
+HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus", PATCHED_SITE})
 WORKLOAD_PREFIX = "workload."  # a matrix or --set key `workload.concurrency` varies the workload, not a param
 
 

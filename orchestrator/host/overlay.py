@@ -20,11 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from orchestrator.core import shell
-from orchestrator.core.spec import PatchDef
+from orchestrator.core.spec import PATCHED_SITE, PatchDef
 from orchestrator.remote import Connection
 from orchestrator.remote.base import command_failed
 
-PARAM = "patched_site"  # the run's copy (its folder on PYTHONPATH), a param like the slot's `gpus` and `port`
+PARAM = PATCHED_SITE  # the run's copy (its folder on PYTHONPATH), a param like the slot's `gpus` and `port`
 FOLDER = "{{ run.dir }}/site"  # the param's value before rendering
 
 

@@ -9,8 +9,8 @@ Stock sshd drops new connections past `MaxStartups 10:30:100` unauthenticated on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, Protocol, TypeVar
 
 from orchestrator.errors import OrchError
 from orchestrator.core.inventory import Host
@@ -61,3 +61,21 @@ async def fan_out(
         else:
             raise result
     return done
+
+
+async def uncancelled(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end even when this task is cancelled meanwhile (a second signal, a sibling's
+    failure): a stop, a revert or a release cut short would leave a server up, a file half restored
+    or an allocation held. The cancellation is raised again once the work is done."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            await asyncio.shield(task)
+            break
+        except asyncio.CancelledError as exc:
+            if task.done():
+                raise
+            cancelled = cancelled or exc  # the first names the signal
+    if cancelled is not None:
+        raise cancelled

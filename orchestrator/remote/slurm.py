@@ -37,6 +37,7 @@ from orchestrator.core import shell
 from orchestrator.core.inventory import Host
 from orchestrator.errors import HostError, OrchError
 from .base import Completed, Connection, FileStat, Reconnection
+from .group import uncancelled
 
 Say = Callable[[str, str], None]  # (label, message), as the lifecycle's
 POLL_FIRST_SECONDS = 0.25  # squeue while the job waits (one command on the login node each), every
@@ -85,7 +86,7 @@ async def allocate(login: Connection, host: Host, say: Say, nodes: int = 1) -> J
     try:
         return await _granted(login, host, job, say)
     except BaseException:
-        await _shielded(release_quietly(login, host, job, say))
+        await uncancelled(release_quietly(login, host, job, say))
         raise
 
 
@@ -148,7 +149,7 @@ class NodeConnection:
         try:
             job = await allocate(login, host, say)
         except BaseException:
-            await _shielded(login.close())
+            await uncancelled(login.close())
             raise
 
         async def release_job() -> None:
@@ -161,7 +162,7 @@ class NodeConnection:
                 raise HostError(f"{host.name}: a first step on node {conn.node} of slurm job {job.id} failed: "
                                 f"{_one_line(done.err or done.out)}")
         except BaseException:
-            await _shielded(conn.close())
+            await uncancelled(conn.close())
             raise
         conn.home = done.out
         return conn
@@ -258,13 +259,13 @@ class NodeConnection:
         node's connection."""
         try:
             for pid, _ in self._relays.values():
-                await _shielded(self._quietly(shell.kill_pid(pid)))
+                await uncancelled(self._quietly(shell.kill_pid(pid)))
             self._relays.clear()
             if self._release is not None:
                 release_job, self._release = self._release, None
-                await _shielded(release_job())
+                await uncancelled(release_job())
         finally:
-            await _shielded(self.login.close())
+            await uncancelled(self.login.close())
 
     async def _quietly(self, command: str) -> None:
         try:
@@ -279,23 +280,6 @@ def _tar(folder: Path) -> bytes:
         archive.add(folder, arcname=".", filter=lambda info: None if "__pycache__" in info.name
                     or info.name.endswith(".pyc") else info)
     return buffer.getvalue()
-
-
-async def _shielded(work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` to its end even when cancelled meanwhile (a release cut short would leave the
-    allocation held); the cancellation is raised again after."""
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    while True:
-        try:
-            await asyncio.shield(task)
-            break
-        except asyncio.CancelledError as exc:
-            if task.done():
-                raise
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        raise cancelled
 
 
 def _one_line(text: str) -> str:

@@ -19,7 +19,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, cast
 
 from orchestrator.host import occupancy, overlay, patchcheck, server
@@ -30,6 +30,7 @@ from orchestrator import engines
 from orchestrator.engines.base import LogReport, Measures
 from orchestrator.errors import EXIT_INTERRUPTED, OrchError, ServerError
 from orchestrator.core.inventory import Host
+from orchestrator.remote.group import uncancelled
 from orchestrator.remote.reconnecting import reconnections
 from orchestrator.core.secrets import hide, mask_env, redact, secret_values
 from orchestrator.host.session import HostSession
@@ -427,21 +428,3 @@ class _Unfailing:
 
 def _unfailing(reporter: Reporter) -> Reporter:
     return cast(Reporter, _Unfailing(reporter))
-
-
-async def uncancelled(work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` to its end even when this task is cancelled meanwhile (a second signal, a sibling's
-    failure): a stop or a revert cut short would leave a server up or a file half restored. The
-    cancellation is raised again once the work is done."""
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    while True:
-        try:
-            await asyncio.shield(task)
-            break
-        except asyncio.CancelledError as exc:
-            if task.done():
-                raise
-            cancelled = cancelled or exc  # the first names the signal
-    if cancelled is not None:
-        raise cancelled

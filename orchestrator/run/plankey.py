@@ -35,12 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.secrets import is_secret_name
-from orchestrator.core.spec import PatchDef, RunPlan, Spec, Workload
-from orchestrator.host import overlay
+from orchestrator.core.spec import HOST_SPECIFIC_PARAMS, PatchDef, RunPlan, Spec, Workload
 
 VERSION = 1  # part of every fingerprint: a change of what goes in makes old runs "changed", never equal
-# a free port, a GPU slot and an isolated run's own patched copy (`host/overlay.py`) differ per host and per invocation
-HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus", overlay.PARAM})
 
 
 def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:

@@ -17,11 +17,12 @@ from orchestrator.host import lifecycle, occupancy
 from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.host.session import HostSession
 from orchestrator.remote import slurm
+from orchestrator.remote.group import uncancelled
 from orchestrator.store import database as store_queries
 from orchestrator.store.database import FAILED, Store
 from . import gang, multinode, serving
 from .attempt import Reporter
-from .execute import Outcome, controller, dry_run_one, run_one, uncancelled
+from .execute import Outcome, controller, dry_run_one, run_one
 from .queue import Entry, Queue, check_fits
 from .slots import Lease, Slots, able
 
