@@ -92,6 +92,9 @@ def test_a_two_node_run_succeeds_with_a_log_per_node_and_both_hosts_pristine(pro
     assert "All 2 nodes joined" in orch(project, "logs", str(rec["id"])).stdout  # rank 0's log, the run's
     ((host, log),) = node_logs(project, rec["id"]).values()
     assert host == "h01" and "Node rank 1 of 2" in log and "Uvicorn running" not in log  # rank 1 serves no HTTP
+    assert orch(project, "logs", str(rec["id"]), "--node", "1").stdout == log  # what `orch logs --node` prints
+    missing = orch(project, "logs", str(rec["id"]), "--node", "2")
+    assert missing.returncode == 2 and f"run {rec['id']} has no log of node 2; its nodes: 0, 1" in missing.stderr
     # patched and reverted on both nodes, each its own journal; both servers gone
     assert len(rec["patches"]) == 4 and all(p["state"] == "reverted" for p in rec["patches"])
     for workdir in workdirs:

@@ -154,12 +154,20 @@ def logs(
     run_ref: str = typer.Argument(..., metavar="RUN"),
     follow: bool = typer.Option(False, "--follow", "-f", help="Follow the live log of a running run."),
     debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
+    node: int = typer.Option(0, "--node", help="A run over several hosts: the log of this node rank (0: rank 0's)."),
 ) -> None:
     """Print a run's server log (stored at the end of the run, or live from the host)."""
     from orchestrator.store import reading
 
     store = _reader()
     run_row = reading.get(store, run_ref)
+    if node:
+        nodes = reading.node_logs(store, run_row.id)
+        if node not in nodes:
+            ranks = ", ".join(str(n) for n in (0, *nodes)) if nodes else "0 (it ran on one host)"
+            raise SpecError(f"run {run_row.id} has no log of node {node}; its nodes: {ranks}")
+        ui.raw(nodes[node][1].decode(errors="replace"))
+        return
     if debug:
         for line in reading.record(store, run_row)["debug_lines"]:
             ui.raw(line["text"] + "\n")

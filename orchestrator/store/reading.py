@@ -222,6 +222,12 @@ def log(source: Any, run_id: int) -> bytes | None:
     return zlib.decompress(found[0][0]) if found else None
 
 
+def node_logs(source: Any, run_id: int) -> dict[int, tuple[str, bytes]]:
+    """node rank -> (host, log) of each node of rank > 0 of a run over several hosts."""
+    found = of(source).rows("SELECT node, host, data FROM nodelogrow WHERE run_id = ? ORDER BY node", (run_id,))
+    return {int(node): (host, zlib.decompress(data)) for node, host, data in found}
+
+
 def record(source: Any, run: RunRow) -> dict[str, Any]:
     """The whole run as plain data, exactly as Store.record gives it: what `show --json` prints and
     `diff` compares."""
