@@ -117,6 +117,11 @@ SLOW_CASES = {
     "tests/test_crash.py::test_sigkill_at_a_stage_boundary_then_next_command_restores_everything[local-story-source4-run]",
     "tests/test_flags.py::test_scan_of_real_wheels[0.5.9]",
     "tests/test_resume.py::test_resume_runs_exactly_the_failed_then_the_changed_plan",
+    # siblings: the crash matrix's other quick moments; each patch check on 0.5.23
+    "tests/test_crash.py::test_sigkill_at_a_stage_boundary_then_next_command_restores_everything[local-story-source2-revert]",
+    "tests/test_crash.py::test_sigkill_at_a_stage_boundary_then_next_command_restores_everything[local-story-backup1-revert]",
+    "tests/test_patchcheck.py::test_a_replace_that_breaks_the_syntax_stops_run_dry_run_and_check[0.5.9]",
+    "tests/test_patchcheck.py::test_a_block_scalar_replace_is_reindented_and_compiles[0.5.9]",
 }
 
 

@@ -98,10 +98,10 @@ def test_percentiles_are_linear_between_ranks_as_bench_serving_reports():
 
 def test_an_mt_bench_file_at_two_concurrencies_records_latency_percentiles_from_one_server(project):
     """THE rehearsal run: 3 MT-Bench questions (two turns each, the second sent with the first
-    answer) at concurrency 1 and 2, on one server."""
+    answer) at concurrency 1 and 8 (`concurrency: [1, 8]`: a run per level), on one server."""
     (project / "experiments" / "question.jsonl").write_text((DATA / "mt_bench_question.jsonl").read_text())
-    path = experiment(project, "matrix: {workload.concurrency: [1, 2]}\n",
-                      "dataset: question.jsonl, format: mt-bench, max_new_tokens: 12, top_p: 0.95")
+    path = experiment(project, "",
+                      "dataset: question.jsonl, format: mt-bench, max_new_tokens: 12, top_p: 0.95, concurrency: [1, 8]")
     began = time.monotonic()
     done = orch(project, "run", str(path), "--variant", "fixed", "--set", f"port={free_port()}")
     took = time.monotonic() - began
