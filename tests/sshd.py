@@ -335,3 +335,19 @@ class Fleet:
         if self.bridge_up:
             subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         self.servers, self.namespaces, self.bridge_up = [], [], False
+
+
+FAST_FAILURE = ("ServerAliveInterval 1", "ServerAliveCountMax 2", "ConnectTimeout 2")  # a cut link shows in ~2 s
+
+
+def fast_failing_fleet(folder: Path, count: int):
+    """A started Fleet of `count` namespace hosts whose clients give up on a dead link quickly
+    (FAST_FAILURE), stopped afterwards: the body of a module-scoped fixture (`yield from`)."""
+    built = Fleet(folder, count)
+    try:
+        built.start()
+        for server in built.servers:
+            server.client_options(*FAST_FAILURE)
+        yield built
+    finally:
+        built.stop()

@@ -27,20 +27,12 @@ pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.ne
 
 # orch's SSH client as the fault tests configure it (the ssh config users would write): a silent
 # link is declared lost after ~3 s and a handshake gives up after 2 s, so faults show up quickly.
-FAST_FAILURE = ("ServerAliveInterval 1", "ServerAliveCountMax 2", "ConnectTimeout 2")
 TERMINAL = {"succeeded", "failed", "interrupted"}
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory):
-    built = sshd.Fleet(tmp_path_factory.mktemp("faults"), 4)
-    try:
-        built.start()
-        for server in built.servers:
-            server.client_options(*FAST_FAILURE)
-        yield built
-    finally:
-        built.stop()
+    yield from sshd.fast_failing_fleet(tmp_path_factory.mktemp("faults"), 4)
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import subprocess
 import time
 import zlib
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 import sshd
 from conftest import ROOT, group_alive
-from test_faults import FAST_FAILURE, untouched
+from test_faults import untouched
 from test_ssh_run import orch, read_until, record, start_orch
 
 pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")
@@ -24,14 +25,7 @@ pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.ne
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory):
-    built = sshd.Fleet(tmp_path_factory.mktemp("nodes"), 2)
-    try:
-        built.start()
-        for server in built.servers:
-            server.client_options(*FAST_FAILURE)
-        yield built
-    finally:
-        built.stop()
+    yield from sshd.fast_failing_fleet(tmp_path_factory.mktemp("nodes"), 2)
 
 
 @pytest.fixture(autouse=True)
@@ -77,6 +71,15 @@ def server_process(pgid: int) -> int:
     raise AssertionError(f"no server process in group {pgid}")
 
 
+def started_sending(project: Path) -> tuple[subprocess.Popen, str, str]:
+    """`orch run` of the story in the background, once its workload is sending: the process, its
+    output so far and the run's uid."""
+    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
+    seen = read_until(proc, "sending")
+    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    return proc, seen, uid
+
+
 def test_a_two_node_run_succeeds_with_a_log_per_node_and_both_hosts_pristine(project, fleet):
     workdirs = two_nodes(project, fleet)
     done = orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
@@ -105,9 +108,7 @@ def test_a_two_node_run_succeeds_with_a_log_per_node_and_both_hosts_pristine(pro
 @pytest.mark.slow
 def test_one_nodes_server_killed_fails_the_run_with_its_diagnosis_and_stops_the_other(project, fleet):
     workdirs = two_nodes(project, fleet, requests=4000)
-    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
-    seen = read_until(proc, "sending")
-    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    proc, seen, uid = started_sending(project)
     os.kill(server_process(pids(workdirs[1], uid)), signal.SIGKILL)  # rank 1's server crashes (its wrapper stays)
     rest, _ = proc.communicate(timeout=120)
     rec = record(project)
@@ -121,9 +122,7 @@ def test_one_nodes_server_killed_fails_the_run_with_its_diagnosis_and_stops_the_
 @pytest.mark.slow
 def test_one_nodes_link_cut_stops_the_other_and_a_later_revert_restores_it(project, fleet):
     workdirs = two_nodes(project, fleet, requests=4000)
-    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
-    seen = read_until(proc, "sending")
-    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    proc, seen, uid = started_sending(project)
     fleet.cut(1)
     try:
         rest, _ = proc.communicate(timeout=180)
@@ -146,9 +145,7 @@ def test_one_nodes_link_cut_stops_the_other_and_a_later_revert_restores_it(proje
 @pytest.mark.slow
 def test_an_interrupt_stops_and_reverts_every_node(project, fleet):
     workdirs = two_nodes(project, fleet, requests=4000)
-    proc = start_orch(project, "run", "experiments/eagle_debug.yaml", "--variant", "story", "--set", "port=30000")
-    seen = read_until(proc, "sending")
-    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    proc, seen, uid = started_sending(project)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
     rec = record(project)
