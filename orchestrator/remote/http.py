@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -99,7 +100,15 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> b
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    body = bytearray()
+    body = b"".join([chunk async for chunk in chunks(reader)])
+    while (await reader.readuntil(b"\r\n")) != b"\r\n":
+        pass  # trailers
+    return body
+
+
+async def chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """A chunked body's chunks as they arrive, up to the last (empty) one; the trailers after it
+    are the caller's to read."""
     while True:
         size_line = (await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip()
         try:
@@ -107,8 +116,6 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         except ValueError:
             raise HTTPError(f"bad chunk size {size_line[:20]!r}") from None
         if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                pass  # trailers
-            return bytes(body)
-        body += await reader.readexactly(size)
+            return
+        yield await reader.readexactly(size)
         await reader.readexactly(2)

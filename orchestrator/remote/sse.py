@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.errors import HTTPError
-from orchestrator.remote.http import MAX_HEADER_BYTES, _read_body, _read_head
+from orchestrator.remote.http import MAX_HEADER_BYTES, _read_body, _read_head, chunks
 
 __all__ = ["post_events"]
 
@@ -56,19 +56,9 @@ async def post_events(url: str, payload: dict[str, Any]) -> AsyncGenerator[tuple
 
 async def _pieces(reader: asyncio.StreamReader, chunked: bool) -> AsyncIterator[bytes]:
     """The body as it arrives: chunk by chunk, or read by read until the server closes."""
-    while True:
-        if not chunked:
-            piece = await reader.read(1 << 16)
-            if not piece:
-                return
-            yield piece
-            continue
-        size_line = (await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise HTTPError(f"bad chunk size {size_line[:20]!r}") from None
-        if size == 0:
-            return
-        yield await reader.readexactly(size)
-        await reader.readexactly(2)
+    if chunked:
+        async for chunk in chunks(reader):
+            yield chunk
+        return
+    while piece := await reader.read(1 << 16):
+        yield piece
