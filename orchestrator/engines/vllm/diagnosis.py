@@ -31,6 +31,10 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
   named 'x' in Y` (0.33.0 `vllm/model_executor/models/utils.py:443`), a `KeyError: 'layers.1....'`
   from 0.10.1.1's `llama_eagle3.py:181,186`
 - `bad-arguments`: argparse's `error: unrecognized arguments: ...` / `error: argument --x: ...`
+- `node-lost` (a server over several nodes, 0.33.0 `--nnodes`): NCCL's `ncclRemoteError: A call failed
+  possibly due to a network error or a remote process exiting prematurely.` in a worker, and
+  torch.distributed's rendezvous timeouts `DistStoreError: Timed out after N seconds waiting for
+  clients` (rank 0) / `DistNetworkError: The client socket has timed out` (a headless node)
 - `engine-core-failed`: `RuntimeError: Engine core initialization failed. See root cause above.`
   (0.10.1.1 `vllm/v1/engine/utils.py:759`) when nothing more specific is found
 """
@@ -51,6 +55,7 @@ NEEDLES: tuple[str, ...] = (
     "Unsupported speculative method", "Invalid method", "Eagle3 is only supported", "does not support EAGLE3",
     "are not supported for now", "Attempted to load weight", "There is no module or parameter named",
     "KeyError", "error: unrecognized arguments", "error: argument", "Engine core initialization failed",
+    "ncclRemoteError", "DistStoreError", "DistNetworkError",
 )
 
 _Check = Callable[[list[str]], "Diagnosis | None"]
@@ -146,6 +151,12 @@ CHECKS: tuple[_Check, ...] = (
     _rule("port-in-use", r"\[Errno 98\][^\n]*[Aa]ddress already in use|OSError: .*[Aa]ddress already in use",
           lambda m: "The server's HTTP port is taken by another process: pick another `port`, or stop what holds it "
                     "(`orch hosts check` names it).", skip="Retrying with a new port"),
+    _rule("node-lost", r"ncclRemoteError|DistStoreError: Timed out .*?(\d+/\d+) clients joined|DistNetworkError: The client "
+          r"socket has timed out",
+          lambda m: "Another node of this server " + (f"never joined ({m.group(1)} did)" if m.group(1) else
+                                                      "went away or could not be reached")
+                    + ": see that node's log (`orch logs RUN --node N`) and check the network between the nodes "
+                      "(the master address and port must be reachable from every node)."),
     _rule("engine-core-failed", r"Engine core initialization failed\. See root cause above\.(.*)",
           lambda m: "vLLM's engine core process died while starting" + (f" ({m.group(1).strip()})" if m.group(1).strip()
                                                                          else "")

@@ -30,6 +30,8 @@ SOURCE_FILES = ("engine/arg_utils.py", "entrypoints/openai/cli_args.py", "entryp
 ENTRYPOINTS = (("-m", "vllm.entrypoints.openai.api_server"), ("-m", "vllm.entrypoints.cli.main", "serve"),
                ("vllm", "serve"))
 SPEC_FLAG = "--speculative-config"
+# one server over several nodes without Ray: 0.33.0 `engine/arg_utils.py:1175-1178` (0.10.1.1 has none)
+NODE_FLAGS = frozenset({"--nnodes", "--node-rank", "--master-addr", "--master-port"})
 HELP = ("-h", "--help")
 
 
@@ -193,7 +195,10 @@ def check(script: str, flags: FlagSet) -> list[Problem]:
             continue
         flag, _, inline = word.partition("=")
         base = _normal(flag)
-        if base not in flags.options:
+        if base not in flags.options and base in NODE_FLAGS:
+            problems.append(Problem(flag, line, f"vLLM {flags.version} has no flag {flag}: it runs no server over "
+                                    "several nodes without Ray (`nodes:` needs a vLLM with --nnodes, e.g. 0.33.0)"))
+        elif base not in flags.options:
             problems.append(Problem(flag, line, f"vLLM {flags.version} has no flag {flag}", _closest(base, flags)))
         elif base == SPEC_FLAG:
             value = inline if "=" in word else (words[i + 1][0] if i + 1 < len(words) else "")

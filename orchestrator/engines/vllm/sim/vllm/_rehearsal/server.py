@@ -23,7 +23,7 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from vllm._rehearsal import lines, weights
+from vllm._rehearsal import lines, nodes, weights
 from vllm._rehearsal.engine import Engine, Stats
 from vllm._rehearsal.target import Target
 from vllm._version import __version__
@@ -32,10 +32,12 @@ from vllm.model_executor.models.interfaces import supports_eagle3
 
 
 def log(where: str, message: str, level: str = "INFO", process: str = "APIServer") -> None:
-    """vLLM's format: `(APIServer pid=N) INFO MM-DD HH:MM:SS [file.py:line] message`."""
+    """vLLM's format: `(APIServer pid=N) INFO MM-DD HH:MM:SS [file.py:line] message` (no prefix for a
+    process vLLM gives no name: a headless node's own)."""
     stamp = time.strftime("%m-%d %H:%M:%S")
+    prefix = f"({process} pid={os.getpid()}) " if process else ""
     for text in message.split("\n"):
-        print(f"({process} pid={os.getpid()}) {level} {stamp} [{where}] {text}", flush=True)
+        print(f"{prefix}{level} {stamp} [{where}] {text}", flush=True)
 
 
 def uvicorn(message: str) -> None:
@@ -47,6 +49,8 @@ def main(argv: list[str], prog: str) -> int:
     args = parser.parse_args(argv)
     if args.model_tag:
         args.model = args.model_tag
+    if args.headless:  # a node of rank > 0 of a server over several nodes: no API server, none of its lines (`nodes.py`)
+        return nodes.headless(args, log, lambda: _or_exit(build_engine, args))
     log(lines.VERSION_WHERE, lines.VERSION_LINE % __version__)
     defaults = vars(parser.parse_args([]))
     log(lines.ARGS_WHERE, f"non-default args: {({k: v for k, v in vars(args).items() if v != defaults.get(k) and k != 'model_tag'})}")
@@ -58,6 +62,15 @@ def main(argv: list[str], prog: str) -> int:
         sys.stdout.flush()
         return 1
     return serve(sock, args, engine)
+
+
+def _or_exit(build, args) -> Engine:
+    try:
+        return build(args)
+    except Exception:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -81,7 +94,7 @@ def build_engine(args) -> Engine:
             f"(max_position_embeddings={max_len} or model_max_length=None in model's config.json). This may lead "
             "to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
-    world = args.tensor_parallel_size * args.pipeline_parallel_size
+    world = nodes.local_world(args)  # this node's share of tp x pp
     gpus = int(os.environ.get("ORCH_REHEARSAL_GPUS", "8"))
     if world > gpus:
         raise ValueError(lines.too_many_gpus(world, gpus))
@@ -90,6 +103,8 @@ def build_engine(args) -> Engine:
                          f"{sorted(models)}")
     module, cls = models[arch]
     target_model = getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), cls)()
+    if not args.headless:
+        nodes.join(args, log)  # rank 0 over several nodes: every node in before the model loads
     target = Target(text)
     draft, method, k = None, None, 0
     if spec is not None:

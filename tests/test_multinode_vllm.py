@@ -1,0 +1,135 @@
+"""vLLM over several nodes (`nodes: N`, vLLM 0.33.0's `--nnodes/--node-rank/--master-addr/--master-port`,
+`--headless` on every node but rank 0): the flags the vLLM template renders per node, the flag check
+against the real 0.10.1.1 and 0.33.0 sources (tests/vllm_wheels.py), the rehearsal vLLM's two nodes
+as real processes, and the real `orch run` over two sshd namespace hosts (root only)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import sshd
+from conftest import ROOT, group_alive
+from orchestrator.core import render, spec as specs
+from orchestrator.core.inventory import Host
+from orchestrator.engines.vllm import flags, logs, rehearsal
+from orchestrator.run import execute, multinode
+from test_multinode import node_logs, pids
+from test_ssh_run import orch, record
+from vllm_wheels import sources
+
+TEMPLATE = ROOT / "templates" / "vllm_launch.sh.j2"
+NODE_FLAGS = "  --nnodes 2 \\\n  --node-rank {rank} \\\n  --master-addr 10.0.0.1 \\\n  --master-port 29500 \\\n"
+
+
+def scripts(nodes: int = 2) -> list[str]:
+    """Each node's launch script of experiments/vllm_eagle.yaml's eagle3 variant, rank 0 at 10.0.0.1."""
+    spec = specs.load(ROOT / "experiments" / "vllm_eagle.yaml")
+    plan = next(p for p in specs.expand(spec) if p.variant == "eagle3")
+    hosts = [Host(name=f"h{i}", address=f"10.0.0.{i + 1}", gpus=4, python="/venv/bin/python",
+                  rehearsal="0.33.0") for i in range(nodes)]
+    # Nodes.context reads the peers' count only: placeholders stand for the other nodes' sessions
+    rendezvous = multinode.Nodes(tuple(object() for _ in hosts[1:]), "10.0.0.1", 29500)  # type: ignore[arg-type]
+    out = []
+    for rank, host in enumerate(hosts):
+        context = execute.run_context(spec, plan, host, "u1")
+        if nodes > 1:
+            context.update(rendezvous.context(rank))
+        out.append(render.launch_script(TEMPLATE, context))
+    return out
+
+
+def test_each_node_renders_its_node_flags_and_every_node_but_rank_0_is_headless():
+    rank0, rank1 = scripts()
+    assert NODE_FLAGS.format(rank=0) in rank0 and "--headless" not in rank0
+    assert NODE_FLAGS.format(rank=1) + "  --headless \\\n" in rank1
+    (alone,) = scripts(nodes=1)
+    assert "--nnodes" not in alone and "--master-addr" not in alone and "--headless" not in alone
+
+
+def test_the_flag_check_knows_the_node_flags_of_each_release():
+    rank0, rank1 = scripts()
+    new = flags.scan(sources("0.33.0", flags.SOURCE_FILES), "0.33.0")
+    assert flags.check(rank0, new) == [] and flags.check(rank1, new) == []
+    old = flags.scan(sources("0.10.1.1", flags.SOURCE_FILES), "0.10.1.1")
+    problems = flags.check(rank1, old)
+    assert [p.flag for p in problems] == ["--nnodes", "--node-rank", "--master-addr", "--master-port"]  # --headless is known
+    (first, *_) = flags.messages(problems, "templates/vllm_launch.sh.j2", TEMPLATE.read_text())
+    assert first.startswith("templates/vllm_launch.sh.j2:")
+    assert "vLLM 0.10.1.1 has no flag --nnodes: it runs no server over several nodes without Ray" in first
+
+
+def launch(tree: Path, log: Path, *args: str) -> subprocess.Popen:
+    env = {"PYTHONPATH": str(tree.parent), "ORCH_REHEARSAL_GPUS": "4", "PATH": "/usr/bin:/bin"}
+    with log.open("wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *args], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, cwd=tree.parent)
+
+
+def test_the_rehearsal_vllm_over_two_nodes_joins_and_a_headless_node_fails_when_rank_0_goes(tmp_path):
+    tree = rehearsal.assemble("0.33.0", tmp_path)
+    shutil.copy(rehearsal.CHECKPOINT_MAKER, tmp_path / "make_checkpoints.py")
+    subprocess.run([sys.executable, str(tmp_path / "make_checkpoints.py"), str(tmp_path / "ck")], check=True,
+                   capture_output=True, timeout=60)
+    port, master = sshd.free_port(), sshd.free_port()
+    common = [str(tmp_path / "ck" / "llama-target"), "--tensor-parallel-size", "8", "--port", str(port), "--nnodes", "2",
+              "--master-addr", "127.0.0.1", "--master-port", str(master)]
+    head_log, node_log = tmp_path / "r0.log", tmp_path / "r1.log"
+    head = launch(tree, head_log, *common, "--node-rank", "0")
+    time.sleep(0.3)
+    assert head.poll() is None and not logs.is_ready(head_log.read_bytes())  # waits for the other node
+    node = launch(tree, node_log, *common, "--node-rank", "1", "--headless")
+    deadline = time.monotonic() + 20
+    while not logs.is_ready(head_log.read_bytes()):
+        assert time.monotonic() < deadline and head.poll() is None, head_log.read_text()
+        time.sleep(0.05)
+    text = node_log.read_text()
+    assert (f"[serve.py:224] Launching vLLM (v0.33.0) headless multiproc executor, with head node address "
+            f"127.0.0.1:{master} for torch.distributed process group.") in text
+    assert "non-default args" not in text and "Starting vLLM server" not in text  # no API server on a headless node
+    assert "node rank 1 joined" in head_log.read_text()
+    head.kill()
+    assert node.wait(timeout=10) == 1
+    found = logs.diagnose_bytes(node_log.read_bytes())
+    assert found is not None and found.kind == "node-lost", node_log.read_text()
+    assert "Worker proc VllmWorker-0 died unexpectedly" in node_log.read_text()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory):
+    if sshd.netns_missing() is not None:
+        pytest.skip(sshd.netns_missing() or "")
+    yield from sshd.fast_failing_fleet(tmp_path_factory.mktemp("vllm-nodes"), 2)
+
+
+def test_a_two_node_vllm_run_over_two_sshd_hosts_succeeds_with_a_log_per_node(project, fleet, no_user_ssh):
+    """THE representative case of vLLM over several hosts (~8 s): rank 0 serves, rank 1 is headless."""
+    workdirs = [project / f"{s.name}-work" for s in fleet.servers]
+    known = fleet.known_hosts()
+    (project / "inventory.yaml").write_text(
+        "hosts:\n" + "".join(s.rehearsal_entry(known, w) for s, w in zip(fleet.servers, workdirs)))
+    shutil.copy(TEMPLATE, project / "templates" / TEMPLATE.name)
+    spec = (ROOT / "experiments" / "vllm_eagle.yaml").read_text()
+    spec = spec.replace("hosts: [local]", "hosts: [h00, h01]\nnodes: 2").replace("requests: 16", "requests: 2")
+    (project / "experiments" / "vllm_eagle.yaml").write_text(spec)
+    done = orch(project, "run", "experiments/vllm_eagle.yaml", "--variant", "eagle3", "--set", "port=30000")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = record(project)
+    assert rec["status"] == "succeeded" and rec["host"] == "h00" and rec["metrics"]["accept_len"] >= 2.0
+    address = fleet.servers[0].address
+    assert f"--nnodes 2 \\\n  --node-rank 0 \\\n  --master-addr {address} \\\n  --master-port 29500" in rec["command"]
+    assert "--headless" not in rec["command"]
+    events = {e["kind"]: e["message"] for e in rec["events"]}
+    assert events["node-script"].startswith("node 1 on h01:") and "--node-rank 1 \\\n" in events["node-script"]
+    assert "  --headless \\\n" in events["node-script"] and events["nodes"].startswith("node 0 h00, node 1 h01")
+    assert "node rank 1 joined" in orch(project, "logs", str(rec["id"])).stdout  # rank 0's log, the run's
+    ((host, log),) = node_logs(project, rec["id"]).values()
+    assert host == "h01" and f"head node address {address}:29500 for torch.distributed" in log
+    assert "Starting vLLM server" not in log  # a headless node runs no API server
+    for workdir in workdirs:
+        assert not group_alive(pids(workdir, rec["uid"]))
