@@ -1,7 +1,7 @@
 """The reading commands start light: `orch ls`, `show`, `diff` and `compare` read the database over
-plain DB-API (store/reading.py) and load neither SQLAlchemy nor SQLModel (pydantic they still load:
-typer 0.29 coerces every non-boolean option through a pydantic TypeAdapter); their --json and --csv
-output loads no rich either."""
+plain DB-API (store/reading.py) and load neither SQLAlchemy, SQLModel nor pydantic (typer 0.29 would
+convert every option through a pydantic TypeAdapter: cli/coercion.py converts the plain ones), nor the
+experiment reader and YAML; their --json and --csv output loads no rich either."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
 import json, sys
 import orchestrator.cli as cli
-heavy = ("sqlalchemy", "sqlmodel", "rich", "orchestrator.store.database")
+heavy = ("sqlalchemy", "sqlmodel", "pydantic", "yaml", "rich", "orchestrator.store.database")
 for args in json.loads(sys.argv[1]):
     sys.argv = ["orch", *args]
     try:
@@ -61,3 +61,38 @@ def test_reading_commands_load_no_database_layer_and_their_json_no_rich(db):
         if "--json" in args:
             json.loads(output)
     assert "sweep" in outputs[len(MACHINE_READABLE)] and "┃" in outputs[len(MACHINE_READABLE)]  # the table
+
+
+def test_plain_options_convert_as_typer_converts_them(tmp_path):
+    """cli/coercion.py: text, whole numbers, numbers, paths and lists of text give the values typer's
+    own conversion gives; a value that is not a number is typer's one-line usage error naming the
+    option; a bounded option still goes through typer (its bound holds)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import coercion
+
+    coercion.install()
+    app = typer.Typer()
+    seen = {}
+
+    @app.command()
+    def probe(path: Path = typer.Argument(...), n: int = typer.Option(5, "-n"), x: float = typer.Option(0.5, "--x"),
+              name: str = typer.Option("", "--name"), tags: list[str] = typer.Option([], "--tag"),
+              port: int = typer.Option(1, "--port", max=10), flag: bool = typer.Option(False, "--flag")) -> None:
+        seen.update(path=path, n=n, x=x, name=name, tags=tags, port=port, flag=flag)
+
+    runner = CliRunner()
+    done = runner.invoke(app, [str(tmp_path), "-n", "12", "--x", "2.5", "--name", "a b", "--tag", "t1", "--tag", "t2",
+                               "--flag"])
+    assert done.exit_code == 0, done.output
+    assert seen == {"path": tmp_path, "n": 12, "x": 2.5, "name": "a b", "tags": ["t1", "t2"], "port": 1, "flag": True}
+    assert type(seen["n"]) is int and type(seen["x"]) is float and isinstance(seen["path"], Path)
+    runner.invoke(app, ["rel"])
+    assert seen["path"] == Path("rel") and seen["tags"] == [] and seen["n"] == 5 and seen["flag"] is False
+    bad = runner.invoke(app, ["p", "-n", "abc"])
+    assert bad.exit_code == 2 and "Invalid value for '-n': 'abc' is not a whole number" in bad.output
+    bad = runner.invoke(app, ["p", "--x", "fast"])
+    assert bad.exit_code == 2 and "'fast' is not a number" in bad.output
+    bad = runner.invoke(app, ["p", "--port", "11"])
+    assert bad.exit_code == 2 and "10" in bad.output

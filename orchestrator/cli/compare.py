@@ -17,7 +17,9 @@ WHERE_HELP = "Only runs whose param has this value: key=value (a number or true/
 
 
 def parse_where(items: list[str], option: str = "--where") -> dict[str, Any]:
-    from orchestrator.core.spec import literal
+    if not items:
+        return {}
+    from orchestrator.core.spec import literal  # only here: a command without --where reads no experiment file
 
     where: dict[str, Any] = {}
     for item in items:
@@ -63,7 +65,7 @@ def compare_command(
                                 "(default: the headline ones; --json and --csv carry every metric)."),
 ) -> None:
     """One row per configuration of an experiment, repeats aggregated (n, median, min-max), the best marked."""
-    from orchestrator.core.spec import HOST_SPECIFIC_PARAMS
+    from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
 
     if as_json and as_csv:
         raise SpecError("--json and --csv: give one of them")
@@ -139,7 +141,7 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
 def diff_configurations(experiment: str, where_items: list[str], vs_items: list[str], as_json: bool) -> None:
     """`orch diff EXPERIMENT --where ... --vs ...`: side A matches --where, side B the same with --vs
     changing (or adding) conditions; each side must be one configuration."""
-    from orchestrator.core.spec import HOST_SPECIFIC_PARAMS
+    from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
 
     where, vs = parse_where(where_items), parse_where(vs_items, "--vs")
     every, _ = load(_reader(), experiment, {})

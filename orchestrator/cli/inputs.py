@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from orchestrator.core import inventory as inventories, spec as specs
+from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
 from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
 from . import SET_HELP, _load, _store, app, dumps, settings
@@ -44,7 +45,7 @@ def import_log(
     params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
     host: Optional[str] = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
                                        "the HOST of HOST:PATH, else `imported`)."),
-    debug_pattern: str = typer.Option(specs.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
+    debug_pattern: str = typer.Option(DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
     from orchestrator.store.database import SUCCEEDED

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from . import datasets, names as identifiers, yamlfile
+from .defaults import (DEFAULT_DEBUG_PATTERN as DEFAULT_DEBUG_PATTERN, HOST_SPECIFIC_PARAMS as HOST_SPECIFIC_PARAMS,
+                       PATCHED_SITE as PATCHED_SITE)  # named as spec.* too
 from orchestrator import engines
 from orchestrator.errors import SpecError
 from .yamlfile import Located
@@ -21,7 +23,6 @@ from .yamlfile import Located
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONTROLLER_VAR = re.compile(r"\$?\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `$${NAME}` matched too: the escape
 PATCH_ACTIONS = ("replace", "insert_after", "insert_before")
-DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,6 @@ TOP_KEYS = {
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
     "secrets", "engine", "fresh_server", "nodes",
 }
-PATCHED_SITE = "patched_site"  # the param naming an isolated run's patched copy of the packages (host/overlay.py)
-# a free port, a GPU slot and an isolated run's own patched copy differ per host and per invocation:
-# what a plan's fingerprint and server key, `orch compare` and the summary leave out
-HOST_SPECIFIC_PARAMS = frozenset({"port", "gpus", PATCHED_SITE})
 WORKLOAD_PREFIX = "workload."  # a matrix or --set key `workload.concurrency` varies the workload, not a param
 
 

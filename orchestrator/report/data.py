@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator.core import compare as comparing
 from orchestrator.engines.base import HEADLINE
 from orchestrator.errors import StoreError
-from orchestrator.core.spec import HOST_SPECIFIC_PARAMS
+from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
 from orchestrator.store import queries, records
 from orchestrator.store.reading import SUCCEEDED, Reader
 
