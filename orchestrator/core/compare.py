@@ -112,8 +112,12 @@ def did_you_mean(name: str, known: Any) -> str:
 def group(runs: list[dict[str, Any]], host_specific: frozenset[str]) -> list[Group]:
     """Succeeded runs (plain dicts: id, variant, params, spec, patches [(name, sha)], metrics) -> groups."""
     found: dict[str, Group] = {}
+    left: dict[tuple[int, str], frozenset[str]] = {}  # per spec and variant: runs share their spec's dict
     for run in runs:
-        leave = host_specific | host_written(run.get("spec") or {}, run["variant"])
+        spec = run.get("spec") or {}
+        if (id(spec), run["variant"]) not in left:
+            left[id(spec), run["variant"]] = host_specific | host_written(spec, run["variant"])
+        leave = left[id(spec), run["variant"]]
         params = {k: v for k, v in run["params"].items() if k not in leave}
         patches = tuple(name for name, _ in run["patches"])
         key = json.dumps([params, sorted(run["patches"])], sort_keys=True, default=str)
