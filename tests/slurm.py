@@ -5,7 +5,10 @@ as children of the test session with a generated slurm.conf: process tracking by
 tree (proctrack/linuxproc, task/none: no cgroups needed), cores and GPUs scheduled
 (select/cons_tres: a job holding the node's 8 GPUs makes the next one that asks for them wait),
 the GPUs plain files in the folder (nothing opens them: the rehearsal needs no devices), free
-ports, and every state, spool, log and pid file in the folder. Clients find the cluster through SLURM_CONF (set in `environ`). Where Slurm
+ports, and every state, spool, log and pid file in the folder. With `nodes=2` (or more) one slurmd
+per node, all on this machine: each its own NodeName (`node1`...), slurmd port and spool folder,
+and its own loopback address (NodeAddr 127.0.0.1, 127.0.0.2, ...), as a cluster's nodes are told
+apart by the address Slurm reaches them at. Clients find the cluster through SLURM_CONF (set in `environ`). Where Slurm
 cannot be had, `missing` says why and the tests skip.
 """
 
@@ -31,6 +34,7 @@ class Cluster:
     folder: Path
     node: str
     partition: str = "debug"
+    nodes: list[str] = field(default_factory=list)  # every node's NodeName (the first is `node`)
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -112,16 +116,16 @@ def missing() -> str | None:
     return None
 
 
-def start(folder: Path) -> Cluster:
+def start(folder: Path, nodes: int = 1) -> Cluster:
     folder.mkdir(parents=True, mode=0o700)
-    node = socket.gethostname()
-    cluster = Cluster(folder, node)
+    names = [socket.gethostname()] if nodes == 1 else [f"node{i}" for i in range(1, nodes + 1)]
+    cluster = Cluster(folder, names[0], nodes=names)
     try:
         cluster.procs.append(_munged(folder))
-        _write_conf(cluster, free_port(), free_port())
+        _write_conf(cluster, free_port(), [free_port() for _ in names])
         log = open(folder / "daemons.log", "ab")
         for daemon in (["slurmctld", "-D", "-i", "-f", str(cluster.conf)],
-                       ["slurmd", "-D", "-f", str(cluster.conf), "-N", node]):
+                       *(["slurmd", "-D", "-f", str(cluster.conf), "-N", name] for name in names)):
             cluster.procs.append(subprocess.Popen(daemon, stdout=log, stderr=log, env={**os.environ, **cluster.environ()}))
         _wait_idle(cluster)
     except BaseException:
@@ -145,26 +149,32 @@ def _munged(folder: Path) -> subprocess.Popen:
     return proc
 
 
-def _write_conf(cluster: Cluster, ctld_port: int, slurmd_port: int) -> None:
+def _write_conf(cluster: Cluster, ctld_port: int, slurmd_ports: list[int]) -> None:
     f = cluster.folder
     # slurmd counts a GPU per device file; plain files stand in (nothing opens them)
     (f / "gpus").mkdir()
     for index in range(GPUS):
         (f / "gpus" / f"gpu{index}").touch()
-    (f / "gres.conf").write_text(f"NodeName={cluster.node} Name=gpu File={f / 'gpus'}/gpu[0-{GPUS - 1}]\n")
+    (f / "gres.conf").write_text("".join(f"NodeName={node} Name=gpu File={f / 'gpus'}/gpu[0-{GPUS - 1}]\n"
+                                         for node in cluster.nodes))
+    several = len(cluster.nodes) > 1
+    # several slurmd on one machine: each node its own port (`Port=`), spool and pid file (%n: its name)
+    node_lines = [f"NodeName={node} NodeAddr=127.0.0.{i + 1} CPUs={os.cpu_count() or 1} Gres=gpu:{GPUS} State=UNKNOWN"
+                  + (f" NodeHostname={socket.gethostname()} Port={port}" if several else "")
+                  for i, (node, port) in enumerate(zip(cluster.nodes, slurmd_ports))]
     cluster.conf.write_text("\n".join([
         "ClusterName=orchtest",
-        f"SlurmctldHost={cluster.node}(127.0.0.1)",
+        f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
         f"SlurmctldPort={ctld_port}",
-        f"SlurmdPort={slurmd_port}",
+        f"SlurmdPort={slurmd_ports[0]}",
         "SlurmUser=root",
         "AuthType=auth/munge",
         f"AuthInfo=socket={f / 'munge.socket'}",
         "CredType=cred/munge",
         f"StateSaveLocation={f / 'state'}",
-        f"SlurmdSpoolDir={f / 'spool'}",
+        f"SlurmdSpoolDir={f / 'spool'}{'-%n' if several else ''}",
         f"SlurmctldPidFile={f / 'slurmctld.pid'}",
-        f"SlurmdPidFile={f / 'slurmd.pid'}",
+        f"SlurmdPidFile={f / 'slurmd'}{'-%n' if several else ''}.pid",
         f"SlurmctldLogFile={f / 'slurmctld.log'}",
         f"SlurmdLogFile={f / 'slurmd.log'}",
         "ProctrackType=proctrack/linuxproc",
@@ -180,11 +190,11 @@ def _write_conf(cluster: Cluster, ctld_port: int, slurmd_port: int) -> None:
         "GresTypes=gpu",
         "MinJobAge=2",
         "KillWait=2",
-        f"NodeName={cluster.node} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} Gres=gpu:{GPUS} State=UNKNOWN",
-        f"PartitionName={cluster.partition} Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP",
+        *node_lines,
+        f"PartitionName={cluster.partition} Nodes={','.join(cluster.nodes)} Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))
-    for sub in ("state", "spool"):
+    for sub in ("state", *(f"spool-{node}" if several else "spool" for node in cluster.nodes)):
         (f / sub).mkdir()
 
 
@@ -195,9 +205,9 @@ def _wait_idle(cluster: Cluster, seconds: float = 30) -> None:
         for proc in cluster.procs:
             if proc.poll() is not None:
                 raise RuntimeError(f"{proc.args[0]} exited ({proc.returncode}): {_logs(cluster)}")
-        done = cluster.client("sinfo", "-h", "-o", "%T", timeout=10)
+        done = cluster.client("sinfo", "-h", "-N", "-o", "%T", timeout=10)
         last = done.stdout.strip() + done.stderr.strip()
-        if done.returncode == 0 and last == "idle":
+        if done.returncode == 0 and set(last.split()) == {"idle"}:
             return
         time.sleep(0.2)
     raise RuntimeError(f"the Slurm node never became idle (sinfo: {last!r}): {_logs(cluster)}")

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,25 +32,30 @@ INSERTED = {"srt/models/llama_eagle3.py": "_eagle3_debug_printed",
             "srt/models/kimi_k25.py": "def set_eagle3_layers_to_capture"}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm.Cluster]:
-    """The cluster for this module's cases; skips with the reason where Slurm cannot be had, and
+def cluster_fixture(nodes: int = 1) -> Any:
+    """A module's cluster of `nodes` nodes; skips with the reason where Slurm cannot be had, and
     fails as root with apt (CI), where `make test` installs it."""
-    reason = slurm.missing()
-    if reason:
-        if os.environ.get("CI") or (os.geteuid() == 0 and shutil.which("apt-get")):
-            pytest.fail(f"{reason}; as root with apt the Slurm tests must run: `make slurm-deps`")
-        pytest.skip(reason)
-    running = slurm.start(tmp_path_factory.mktemp("slurm") / "cluster")
-    before = {k: os.environ.get(k) for k in running.environ()}
-    os.environ.update(running.environ())  # the orch commands the cases start find the cluster through it
-    yield running
-    for key, value in before.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    running.stop()
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm.Cluster]:
+        reason = slurm.missing()
+        if reason:
+            if os.environ.get("CI") or (os.geteuid() == 0 and shutil.which("apt-get")):
+                pytest.fail(f"{reason}; as root with apt the Slurm tests must run: `make slurm-deps`")
+            pytest.skip(reason)
+        running = slurm.start(tmp_path_factory.mktemp("slurm") / "cluster", nodes)
+        before = {k: os.environ.get(k) for k in running.environ()}
+        os.environ.update(running.environ())  # the orch commands the cases start find the cluster through it
+        yield running
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        running.stop()
+    return cluster
+
+
+cluster = cluster_fixture()
 
 
 @pytest.fixture

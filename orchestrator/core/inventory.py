@@ -43,6 +43,7 @@ class Allocation:
     time: str | None = None  # Slurm's time format
     account: str | None = None
     options: tuple[str, ...] = ()  # more sbatch options, each one `--name` or `--name=value`
+    nodes: int = 1  # the job's nodes: a sweep asks for as many as its widest plan on the entry (`nodes: N`)
 
     def describe(self) -> str:
         login = "this machine" if self.login == "local" else self.login

@@ -657,6 +657,12 @@ def slurm_hostnames(nodelist: str) -> str:
     return f"scontrol show hostnames {quote(nodelist)}"
 
 
+def slurm_node_addrs(nodelist: str) -> str:
+    """`NODE ADDRESS` per node of `nodelist`: the address Slurm reaches each node at (NodeAddr),
+    which the job's other nodes reach it at too (a node in several partitions is listed once each)."""
+    return f"sinfo -h -N -n {quote(nodelist)} -o '%N %o'"
+
+
 def slurm_cancel(job: str) -> str:
     return f"scancel {quote(job)}"
 

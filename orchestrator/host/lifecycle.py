@@ -11,6 +11,7 @@ recovers nothing) and the engine whose stand-in a rehearsal host gets (None: not
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,8 +21,10 @@ from orchestrator.core.inventory import Host
 from orchestrator.engines.base import Engine, Say
 from orchestrator.errors import HostError, OrchError
 from orchestrator.remote.group import fan_out
+from orchestrator.remote.slurm import NodeConnection
 from orchestrator.store.database import Store
 from . import rehearsal
+from .journal import Journal
 from .lock import HostLock
 from .recovery import Recovery, recover
 from .session import HostSession
@@ -82,6 +85,29 @@ async def holding(session: HostSession, say: Say, locking: Locking | None = None
     finally:
         if lock is not None:
             await _release(lock, say)
+
+
+async def job_nodes(session: HostSession, count: int, say: Say, stand_in: Engine | None = None) -> list[HostSession]:
+    """Sessions on nodes 1..`count`-1 of the Slurm job `session` is node 0 of, each as a host
+    `ENTRY:NODE` with a folder of its own under the entry's workdir (`nodes/RANK`: its run folders,
+    journal and rehearsal stand-in); rank 0's lock on the workdir covers them. Closing one leaves
+    the job and the login connection to `session`."""
+    first = session.conn
+    assert isinstance(first, NodeConnection)
+    job = first.job
+    if len(job.nodes) < count:
+        raise HostError(f"{session.host.name}: slurm {job.describe()} has {len(job.nodes)} node(s); the run needs "
+                        f"{count}")
+    nodes = []
+    for rank in range(1, count):
+        host = dataclasses.replace(session.host, name=f"{session.host.name}:{job.nodes[rank]}",
+                                   workdir=f"{session.host.workdir.rstrip('/')}/nodes/{rank}")
+        conn = first.sibling(rank, host)
+        nodes.append(HostSession(host, conn, Journal(conn, host.workdir)))
+        if stand_in is not None and host.rehearsal:
+            say(host.name, f"installing the rehearsal {stand_in.name}")
+            await rehearsal.install(conn, host, stand_in)
+    return nodes
 
 
 async def _release(lock: HostLock, say: Say) -> None:

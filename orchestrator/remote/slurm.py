@@ -54,9 +54,14 @@ class Job:
     id: str
     nodes: tuple[str, ...]
     partition: str | None
+    addresses: tuple[str, ...] = ()  # each node's address as Slurm (and the other nodes) reach it
 
     def describe(self) -> str:
         return f"job {self.id}, nodes {','.join(self.nodes)}, partition {self.partition or 'default'}"
+
+    def address(self, node: str) -> str:
+        """Where the job's other nodes reach `node` (its NodeAddr; its name where Slurm gave none)."""
+        return dict(zip(self.nodes, self.addresses)).get(node) or node
 
 
 def job_of(conn: Connection) -> Job | None:
@@ -97,10 +102,14 @@ async def _granted(login: Connection, host: Host, job: str, say: Say) -> Job:
         state, reason, nodelist = (done.out.split() + ["", "", ""])[:3]
         if state == "RUNNING":
             names = await login.run(shell.slurm_hostnames(nodelist), timeout=60, idempotent=True)
-            granted = Job(job, tuple(names.out.split()), host.slurm.partition if host.slurm else None)
-            if not names.ok or not granted.nodes:
+            nodes = tuple(names.out.split())
+            if not names.ok or not nodes:
                 raise HostError(f"{host.name}: cannot read the nodes of slurm job {job} ({nodelist!r}): "
                                 f"{_one_line(names.err)}")
+            addrs = await login.run(shell.slurm_node_addrs(nodelist), timeout=60, idempotent=True)
+            known = dict(line.split()[:2] for line in addrs.out.splitlines() if len(line.split()) >= 2)
+            granted = Job(job, nodes, host.slurm.partition if host.slurm else None,
+                          tuple(known.get(node, node) for node in nodes))
             say(host.name, f"slurm {granted.describe()}: running")
             return granted
         if not state or state in GONE_STATES:
@@ -130,24 +139,28 @@ async def release_quietly(login: Connection, host: Host, job: str, say: Say) -> 
 
 
 class NodeConnection:
-    """The `Connection` protocol on one node of a job, through the login node's connection."""
+    """The `Connection` protocol on one node of a job, through the login node's connection. The
+    first node's (`open`) owns the allocation and the login connection; the other nodes' (`sibling`)
+    borrow them."""
 
     def __init__(self, host: Host, login: Connection, job: Job, node: str, home: str,
-                 release: Callable[[], Coroutine[Any, Any, None]] | None = None):
+                 release: Callable[[], Coroutine[Any, Any, None]] | None = None, owns_login: bool = True):
         self.host = host
         self.login = login
         self.job = job
         self.node = node
         self.home = home
         self._release = release  # the allocation's release, for the connection that owns it
+        self._owns_login = owns_login
         self._relays: dict[int, tuple[int, int]] = {}  # node port -> (relay pid, its port) on the login node
 
     @classmethod
     async def open(cls, host: Host, say: Say, opener: Callable[[Host], Coroutine[Any, Any, Connection]]) -> "NodeConnection":
-        """Allocate one node through the login node (`opener` connects to it) and connect to it."""
+        """Allocate the entry's nodes (one job) through the login node (`opener` connects to it) and
+        connect to the first."""
         login = await opener(host.login_host())
         try:
-            job = await allocate(login, host, say)
+            job = await allocate(login, host, say, host.slurm.nodes if host.slurm else 1)
         except BaseException:
             await uncancelled(login.close())
             raise
@@ -166,6 +179,11 @@ class NodeConnection:
             raise
         conn.home = done.out
         return conn
+
+    def sibling(self, rank: int, host: Host) -> "NodeConnection":
+        """Node `rank` of the same job (its steps through the same login connection), as `host`;
+        closing it leaves the allocation and the login connection to this one."""
+        return NodeConnection(host, self.login, self.job, self.job.nodes[rank], self.home, owns_login=False)
 
     @property
     def reconnections(self) -> Sequence[Reconnection]:
@@ -235,8 +253,8 @@ class NodeConnection:
     async def forward(self, remote_port: int) -> tuple[str, int]:
         """The node's port from this machine: directly where the node is this machine (orch on the
         login node, the node the same host), else through a relay on the login node (`relayed`)."""
-        if self.host.slurm is not None and self.host.slurm.login == "local" and self.node in (socket.gethostname(),
-                                                                                               "localhost"):
+        if self.host.slurm is not None and self.host.slurm.login == "local" and (
+                self.node in (socket.gethostname(), "localhost") or self.job.address(self.node) == "127.0.0.1"):
             return ("127.0.0.1", remote_port)
         return await self.relayed(remote_port)
 
@@ -265,7 +283,8 @@ class NodeConnection:
                 release_job, self._release = self._release, None
                 await uncancelled(release_job())
         finally:
-            await uncancelled(self.login.close())
+            if self._owns_login:
+                await uncancelled(self.login.close())
 
     async def _quietly(self, command: str) -> None:
         try:

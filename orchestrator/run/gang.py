@@ -9,11 +9,21 @@ others wait; each host's lock, recovery and rehearsal install were done by its o
 the run its hosts join again, except one whose link failed for good (it leaves the sweep). A plan
 that needs more hosts than are left fails without a run; one that needs more than were chosen is
 refused before any host (`check_fits`).
+
+A Slurm entry (`transport: slurm`) joins as one member that stands for all the nodes of its job
+(`sized`: the sweep asks for as many as its widest plan there), and runs a plan over several nodes
+alone, on the first nodes of that job (rank 0 the first). Why whole, not one member per node: one
+sbatch of N nodes lets Slurm grant them at once and together (its topology, one queue wait, one
+scancel), where N one-node jobs would each wait on its own, hold granted nodes idle while the
+others queue, and could deadlock two sweeps each holding half; and a cluster's nodes reach each
+other's rendezvous, not necessarily an SSH host outside it, so a Slurm node never joins a gang of
+other hosts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
@@ -34,14 +44,38 @@ T = TypeVar("T")
 Run = Callable[[RunPlan, list[Held]], Awaitable[tuple[Outcome, list[str]]]]  # the outcome, and the hosts lost
 
 
+def sized(hosts: list[Host], plans: list[RunPlan]) -> list[Host]:
+    """Each Slurm entry asks for as many nodes as the widest plan it can run (one job of them all)."""
+    def nodes(host: Host) -> int:
+        return max([1, *(p.nodes for p in plans if able(host, p))])
+    return [dataclasses.replace(h, slurm=dataclasses.replace(h.slurm, nodes=nodes(h))) if h.slurm else h
+            for h in hosts]
+
+
+def places(host: Host) -> int:
+    """How many nodes of a run the host stands for: a Slurm entry all its job's, any other one."""
+    return host.slurm.nodes if host.slurm is not None else 1
+
+
+def group(names: list[str], hosts: dict[str, Host], plan: RunPlan) -> list[str]:
+    """The hosts among `names` (rank order) that run `plan` next: a Slurm entry with nodes enough
+    alone, or the first `plan.nodes` other hosts; whichever comes first. [] when neither fits."""
+    whole = [n for n in names if hosts[n].slurm is not None and places(hosts[n]) >= plan.nodes]
+    loose = [n for n in names if hosts[n].slurm is None]
+    options = [g for g in (whole[:1], loose[:plan.nodes] if len(loose) >= plan.nodes else []) if g]
+    return min(options, key=lambda g: names.index(g[0])) if options else []
+
+
 def check_fits(plans: list[RunPlan], hosts: list[Host]) -> None:
-    """Every plan over several hosts has that many chosen hosts able to run its share, else a
-    SpecError before any host is touched."""
+    """Every plan over several hosts has that many chosen hosts able to run its share (or one Slurm
+    entry that many nodes: `sized`), else a SpecError before any host is touched."""
+    hosts = sized(hosts, plans)
+    named = {h.name: h for h in hosts}
     for plan in plans:
         if plan.nodes > 1:
             multinode.gpus_per_node(plan)  # tp_size splits over the nodes
             fit = [h.name for h in hosts if able(h, plan)]
-            if len(fit) < plan.nodes:
+            if not group(fit, named, plan):
                 raise SpecError(f"variant '{plan.variant}' needs nodes={plan.nodes} hosts; the chosen hosts that can "
                                 f"run its share have {len(fit)}: {', '.join(fit) or 'none'}; choose more (--hosts)")
 
@@ -101,8 +135,8 @@ class Gang:
                 return None
             if self.pending and name in self._idle:
                 order, plan = self.pending[0]
-                able_left = [n for n in self._present if able(self._hosts[n], plan)]
-                if len(able_left) < plan.nodes:  # hosts went away: it cannot run any more
+                able_left = sorted((n for n in self._present if able(self._hosts[n], plan)), key=self._rank.__getitem__)
+                if not group(able_left, self._hosts, plan):  # hosts went away: it cannot run any more
                     self.pending.pop(0)
                     error = HostError(f"variant '{plan.variant}' needs nodes={plan.nodes} hosts; {len(able_left)} of "
                                       "the chosen ones are left in the sweep")
@@ -111,10 +145,10 @@ class Gang:
                     self._changed.notify_all()
                     continue
                 ready = sorted((n for n in self._idle if able(self._hosts[n], plan)), key=self._rank.__getitem__)
-                if len(ready) >= plan.nodes and ready[0] == name:
+                chosen = group(ready, self._hosts, plan)
+                if chosen and chosen[0] == name:
                     self.pending.pop(0)
-                    group = {n: self._idle.pop(n) for n in ready[:plan.nodes]}
-                    return (order, plan), group
+                    return (order, plan), {n: self._idle.pop(n) for n in chosen}
             await self._changed.wait()
 
     async def leave(self, name: str) -> None:

@@ -47,6 +47,8 @@ async def run_all(
     gang.check_fits(plans, hosts)
     # a dry run of a plan over several hosts renders and checks rank 0's part on one host, as any plan
     spread = [(i, plan) for i, plan in enumerate(plans) if plan.nodes > 1 and not dry_run]
+    if spread:
+        hosts = gang.sized(hosts, plans)  # a Slurm entry's one job holds the nodes of its widest plan
     queue = Queue(plans, single_host_only=bool(spread))
     engine = engines.get(spec.engine)
     # a dry run changes nothing, so it needs no lock and recovers nothing; a run's lease names its run
@@ -82,16 +84,27 @@ SLOT_PORT_TRIES = 16
 
 async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Reporter, plan: RunPlan,
                       members: list[Held]) -> tuple[Outcome, list[str]]:
-    """One plan over several hosts (`multinode.py`), rank 0 on the first of `members`: the same
-    engine version on all of them checked first; returns its outcome and the hosts whose link failed
-    for good during it."""
+    """One plan over several hosts (`multinode.py`), rank 0 on the first of `members` (a Slurm
+    entry alone: the first nodes of its job, `gang.py`): the same engine version on all of them
+    checked first; returns its outcome and the hosts whose link failed for good during it."""
     sessions = [held.session for held in members]
-    await multinode.same_engine(sessions, engine)
-    port = await multinode.dist_port(sessions[0])
-    nodes = multinode.Nodes(tuple(sessions[1:]), multinode.address(sessions[0].host), port)
-    outcome = await run_one(spec, plan, sessions[0], store, reporter, nodes=nodes)
+    job = slurm.job_of(sessions[0].conn)
+    if job is not None:
+        sessions += await lifecycle.job_nodes(sessions[0], plan.nodes, reporter.message, engine)
+    try:
+        await multinode.same_engine(sessions, engine)
+        port = await multinode.dist_port(sessions[0])
+        # a job's nodes meet at rank 0's address as Slurm reaches it (its NodeAddr)
+        dist_host = job.address(job.nodes[0]) if job is not None else multinode.address(sessions[0].host)
+        nodes = multinode.Nodes(tuple(sessions[1:]), dist_host, port)
+        outcome = await run_one(spec, plan, sessions[0], store, reporter, nodes=nodes)
+    finally:
+        for sibling in sessions[len(members):]:
+            await uncancelled(sibling.close())
+    if outcome.run_id is not None and job is not None:
+        store.event(store.get(str(outcome.run_id)), "slurm-job", job.describe())  # where the run ran
     lost = []
-    for session in sessions:
+    for session in sessions[:len(members)]:
         try:
             await session.conn.stat(session.host.workdir)
         except (OrchError, OSError):
