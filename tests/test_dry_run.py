@@ -108,3 +108,72 @@ def test_a_dry_run_passes_an_error_the_experiment_allows(project, demo):
     allowed, unchanged = dry_run(project, demo, *story)
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert "preflight ERROR (allowed):" in allowed.stdout and unchanged
+
+
+def two_local_hosts(project: Path, spec: Path, nodes: int = 2) -> list[Path]:
+    """Hosts a and b, both this machine with a workdir each; the experiment's plans over both
+    (tp_size 2: one GPU on each). Returns the workdirs in inventory order."""
+    workdirs = [project / f"{name}-host" for name in ("a", "b")]
+    (project / "inventory.yaml").write_text("hosts:\n" + "".join(
+        f"  {w.name[0]}:\n    transport: local\n    workdir: {w}\n    gpus: 1\n    rehearsal: true\n" for w in workdirs))
+    spec.write_text(spec.read_text().replace("hosts: [local]", f"hosts: [a, b]\nnodes: {nodes}")
+                    .replace("  tp_size: 1\n", "  tp_size: 2\n"))
+    return workdirs
+
+
+def test_a_dry_run_over_two_hosts_renders_and_checks_every_nodes_script_and_changes_nothing(project):
+    spec = project / "experiments" / "dry.yaml"
+    spec.write_text(EXPERIMENT)
+    workdirs = two_local_hosts(project, spec)
+    done = orch(project, "run", str(spec), "--dry-run")  # THE real case (~6 s): each host's lifecycle installs its rehearsal
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "node 0 a, node 1 b; rendezvous at 127.0.0.1:295" in out and "(free now; a dry run takes nothing)" in out
+    port = out.split("rendezvous at 127.0.0.1:")[1].split()[0]
+    first, second = out.index("node 0 of 2's launch script"), out.index("node 1 of 2's launch script")
+    assert first < second
+    for rank, part in enumerate((out[first:second], out[second:])):
+        words = [w for w in part.split() if w.strip("\\")]  # the script as shown, without its line continuations
+        at = words.index("--nnodes")
+        assert words[at:at + 6] == ["--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", f"127.0.0.1:{port}"]
+    assert out[second:].count("patch 'debug-hidden-states'") == 1  # each node's patch, against its own files
+    for workdir in workdirs:  # the rehearsal installed (the host's lifecycle), nothing of the dry run's: no lock, run, journal
+        assert sorted(p.name for p in workdir.iterdir()) == ["rehearsal"]
+        assert "[EAGLE3-DEBUG]" not in (workdir / "rehearsal" / "sglang" / "srt" / "models" / "llama_eagle3.py").read_text()
+    assert orch(project, "ls", "--json").stdout.strip() in ("", "[]")  # a dry run records nothing
+
+
+def fake_sessions(versions: tuple[str, ...]) -> list:
+    """Sessions on hosts a, b, ... over the shipped fake Connection, each host's engine at `versions[i]`."""
+    from orchestrator.core.inventory import Host
+    from orchestrator.host.journal import Journal
+    from orchestrator.host.session import HostSession
+    from orchestrator.testing import FakeConnection
+
+    sessions = []
+    for i, version in enumerate(versions):
+        host = Host(name="ab"[i], address=f"10.0.0.{i + 1}", workdir="/w", gpus=1)
+        conn = FakeConnection(files={"/site/sglang/version.py": f'__version__ = "{version}"\n'.encode()})
+        conn.script(r"sglang", stdout=b"/site/sglang\n")  # the package lookup finds it there
+        sessions.append(HostSession(host, conn, Journal(conn, "/w")))
+    return sessions
+
+
+def test_a_dry_run_over_hosts_with_different_engines_is_refused_before_any_script(project):
+    import asyncio
+
+    from orchestrator.core import spec as specs
+    from orchestrator.run import execute
+    from orchestrator.run.attempt import Lines
+
+    spec_path = project / "experiments" / "dry.yaml"
+    spec_path.write_text(EXPERIMENT.replace("hosts: [local]", "hosts: [a, b]\nnodes: 2").replace("tp_size: 1", "tp_size: 2"))
+    spec = specs.load(spec_path)
+    said: list[tuple[str, str]] = []
+    sessions = fake_sessions(("0.5.9", "0.5.23"))
+    outcome = asyncio.run(execute.dry_run_nodes(spec, specs.expand(spec)[0], sessions, Lines(lambda *m: said.append(m))))
+    assert outcome.status == "failed" and outcome.exit_code == 3 and outcome.host == "a"
+    assert "the nodes of one run need the same sglang: a has 0.5.9, b has 0.5.23" in (outcome.error or "")
+    assert said == []  # no script shown
+    for session in sessions:
+        assert {c.op for c in session.conn.calls} <= {"run", "read_file", "stat"}  # read, never written

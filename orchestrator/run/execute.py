@@ -96,29 +96,81 @@ async def prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[Pat
     return prepared
 
 
-async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter) -> Outcome:
+async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter,
+                      nodes: multinode.Nodes | None = None) -> Outcome:
     """Render and check everything, change nothing: the script, the flag check and the preflight
-    (both only read the host), and each patch as a diff. An error is the outcome (exit 2), as in a run."""
+    (both only read the host), and each patch as a diff. An error is the outcome (exit 2), as in a run.
+    With `nodes` (a plan over several hosts, `dry_run_nodes`), every other node's script is rendered
+    and checked on its host too, with its patches; the preflight and the workload are rank 0's."""
     uid = "dry-run"
     label = f"{plan.variant}@{session.host.name}"
-    context = run_context(spec, plan, session.host, uid)
-    script = render.launch_script(spec.template, context)
-    reporter.message(label, "launch script:\n" + redact(script, context["env"], context["secret_names"]))
+    engine = engines.get(spec.engine)
+    context, script = _dry_script(spec, plan, session, reporter, label, nodes, 0)
     try:
-        await engines.get(spec.engine).check_launch(session, script, spec.template, reporter.message, label)
+        await engine.check_launch(session, script, spec.template, reporter.message, label)
         load = plan.workload or spec.workload
         if load.tool is not None:
-            found = await tool.command(engines.get(spec.engine), session, spec, load, context["run"]["dir"], _port_of(context))
+            found = await tool.command(engine, session, spec, load, context["run"]["dir"], _port_of(context))
             reporter.message(label, f"workload: python -m {found.module} {' '.join(found.argv)}")
         await _dry_preflight(spec, plan, session, reporter, context, label)
-        prepared = await prepare_patches(session, plan)
-        for patch, file, before, after in prepared:
-            diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
-            reporter.message(label, f"patch '{patch.name}' -> {file}:\n{diff}")
-        await patchcheck.ensure_compiles(session.conn, session.host, prepared)
+        await _dry_patches(session, plan, reporter, label)
+        for rank, other in enumerate(nodes.peers if nodes is not None else (), 1):
+            node_label = f"{plan.variant}@{other.host.name}"
+            _, node_script = _dry_script(spec, plan, other, reporter, node_label, nodes, rank)
+            await engine.check_launch(other, node_script, spec.template, reporter.message, node_label)
+            await _dry_patches(other, plan, reporter, node_label)
     except OrchError as exc:
         return Outcome(None, uid, plan.variant, session.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
     return Outcome(None, uid, plan.variant, session.host.name, SUCCEEDED)
+
+
+async def dry_run_nodes(spec: Spec, plan: RunPlan, sessions: list[HostSession], reporter: Reporter) -> Outcome:
+    """The dry run of a plan over several hosts, on the hosts its gang chose (rank 0 first): the
+    same engine version on all of them, the rendezvous port a run would choose now (free on rank 0,
+    not taken), then every node's part (`dry_run_one`). Nothing changes on any host."""
+    lead = sessions[0]
+    if len(sessions) < plan.nodes:  # one Slurm entry stands for its job's nodes, which a dry run never asks for
+        reporter.message(f"{plan.variant}@{lead.host.name}", f"nodes={plan.nodes} on one Slurm job: a dry run checks "
+                         "rank 0's part only")
+        return await dry_run_one(spec, plan, lead, reporter)
+    try:
+        await multinode.same_engine(sessions, engines.get(spec.engine))
+        port = await multinode.dist_port(lead)
+    except OrchError as exc:
+        return Outcome(None, "dry-run", plan.variant, lead.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
+    nodes = multinode.Nodes(tuple(sessions[1:]), multinode.address(lead.host), port)
+    reporter.message(f"{plan.variant}@{lead.host.name}", f"{multinode.described(lead, nodes)} (free now; a dry run "
+                     "takes nothing)")
+    return await dry_run_one(spec, plan, lead, reporter, nodes)
+
+
+def _node_context(spec: Spec, plan: RunPlan, host: Host, uid: str, nodes: multinode.Nodes | None,
+                  rank: int) -> dict[str, Any]:
+    """The run's context on `host`, with node `rank`'s part of a run over several hosts."""
+    context = run_context(spec, plan, host, uid)
+    if nodes is not None:
+        context.update(nodes.context(rank))
+        context["params"]["nodes"] = nodes.count
+    return context
+
+
+def _dry_script(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter, label: str,
+                nodes: multinode.Nodes | None, rank: int) -> tuple[dict[str, Any], str]:
+    """Node `rank`'s context and launch script, the script shown (secrets hidden)."""
+    context = _node_context(spec, plan, session.host, "dry-run", nodes, rank)
+    script = render.launch_script(spec.template, context)
+    which = f"node {rank} of {nodes.count}'s launch script" if nodes is not None else "launch script"
+    reporter.message(label, f"{which}:\n" + redact(script, context["env"], context["secret_names"]))
+    return context, script
+
+
+async def _dry_patches(session: HostSession, plan: RunPlan, reporter: Reporter, label: str) -> None:
+    """Each patch as a diff against the host's own files, every patched file compiled there."""
+    prepared = await prepare_patches(session, plan)
+    for patch, file, before, after in prepared:
+        diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
+        reporter.message(label, f"patch '{patch.name}' -> {file}:\n{diff}")
+    await patchcheck.ensure_compiles(session.conn, session.host, prepared)
 
 
 async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter,
@@ -143,10 +195,7 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     is rank 0's, with an Attempt per other node (`multinode.py`)."""
     host = session.host
     uid = new_uid(plan.variant)
-    context = run_context(spec, plan, host, uid)
-    if nodes is not None:
-        context.update(nodes.context(0))
-        context["params"]["nodes"] = nodes.count
+    context = _node_context(spec, plan, host, uid, nodes, 0)
     env = context["env"]
     hidden = secret_values(env, context["secret_names"])
     store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
@@ -162,14 +211,13 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     attempt = Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
                       f"{plan.variant}@{host.name} #{run.id}", script, hidden)  # the id: runs share hosts
     for rank, other in enumerate(nodes.peers if nodes is not None else (), 1):
-        node_context = {**run_context(spec, plan, other.host, uid), **nodes.context(rank)}  # type: ignore[union-attr]
+        node_context = _node_context(spec, plan, other.host, uid, nodes, rank)
         node_script = render.launch_script(spec.template, node_context)
         store.event(run, "node-script", f"node {rank} on {other.host.name}:\n{hide(node_script, hidden)}")
         store.save_log(run, b"", node=rank, host=other.host.name)  # its log once stopped; names its host now (recovery)
         attempt.peers.append(multinode.peer(attempt, other, rank, node_context, node_script))
     if nodes is not None:
-        names = ", ".join(f"node {rank} {s.host.name}" for rank, s in enumerate((session, *nodes.peers)))
-        store.event(run, "nodes", f"{names}; rendezvous at {nodes.dist_host}:{nodes.dist_port}")
+        store.event(run, "nodes", multinode.described(session, nodes))
     return attempt
 
 

@@ -63,6 +63,12 @@ class Nodes:
                 "dist_init_host": self.dist_host, "dist_init_port": self.dist_port}
 
 
+def described(lead: HostSession, nodes: Nodes) -> str:
+    """Which host is which node, and where they meet: `node 0 a, node 1 b; rendezvous at ADDR:PORT`."""
+    names = ", ".join(f"node {rank} {s.host.name}" for rank, s in enumerate((lead, *nodes.peers)))
+    return f"{names}; rendezvous at {nodes.dist_host}:{nodes.dist_port}"
+
+
 def gpus_per_node(plan: RunPlan) -> int:
     """The GPUs each node gives the run: its tensor-parallel size split over its nodes."""
     tp = int(plan.params.get("tp_size", 1) or 1)

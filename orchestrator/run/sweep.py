@@ -22,7 +22,7 @@ from orchestrator.store import database as store_queries
 from orchestrator.store.database import FAILED, Store
 from . import gang, multinode, serving
 from .attempt import Reporter
-from .execute import Outcome, controller, dry_run_one, run_one
+from .execute import Outcome, controller, dry_run_nodes, dry_run_one, run_one
 from .queue import Entry, Queue, check_fits
 from .slots import Lease, Slots, able
 
@@ -45,8 +45,8 @@ async def run_all(
     queue and running as many at once as its GPU slots hold (`slots.py`); outcomes in plan order."""
     check_fits(plans, hosts)
     gang.check_fits(plans, hosts)
-    # a dry run of a plan over several hosts renders and checks rank 0's part on one host, as any plan
-    spread = [(i, plan) for i, plan in enumerate(plans) if plan.nodes > 1 and not dry_run]
+    # a plan over several hosts runs (or is dry-run: every node's part) on the hosts its gang chooses
+    spread = [(i, plan) for i, plan in enumerate(plans) if plan.nodes > 1]
     if spread:
         hosts = gang.sized(hosts, plans)  # a Slurm entry's one job holds the nodes of its widest plan
     queue = Queue(plans, single_host_only=bool(spread))
@@ -58,7 +58,8 @@ async def run_all(
     async def worker(held: Held) -> list[tuple[int, Outcome]]:
         done = await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
         if team is not None:  # no single-host plan left for it: the host joins the gang
-            done += await team.take_part(held, functools.partial(_spread_run, spec, engine, store, reporter))
+            spread_run = _spread_dry_run if dry_run else _spread_run
+            done += await team.take_part(held, functools.partial(spread_run, spec, engine, store, reporter))
         return done
 
     if team is None:
@@ -80,6 +81,12 @@ async def run_all(
 
 
 SLOT_PORT_TRIES = 16
+
+
+async def _spread_dry_run(spec: Spec, engine: Engine, store: Store, reporter: Reporter, plan: RunPlan,
+                          members: list[Held]) -> tuple[Outcome, list[str]]:
+    """The dry run of one plan over several hosts, on `members` (rank order): no host is lost by it."""
+    return await dry_run_nodes(spec, plan, [held.session for held in members], reporter), []
 
 
 async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Reporter, plan: RunPlan,
