@@ -20,8 +20,8 @@ import pytest
 import slurm
 from conftest import ROOT, free_port
 from orchestrator.core.inventory import Allocation, Host
-from orchestrator.core.spec import RunPlan
-from orchestrator.errors import SpecError
+from orchestrator.core.spec import PatchDef, RunPlan
+from orchestrator.errors import HostError, SpecError
 from orchestrator.host import lifecycle
 from orchestrator.host.session import HostSession
 from orchestrator.remote import slurm as slurm_transport
@@ -64,7 +64,8 @@ def test_a_slurm_entry_asks_for_its_widest_plan_and_runs_it_alone_never_beside_o
 
 def test_an_allocation_of_two_nodes_is_one_job_with_a_step_on_each_node_and_is_released(clean, tmp_path):
     """One sbatch of 2 nodes; node 0's connection and node 1's sibling session run their steps on
-    their own nodes (SLURMD_NODENAME); each node's address is its NodeAddr; closing releases it."""
+    their own nodes (SLURMD_NODENAME); each node's address is its NodeAddr; a file both nodes see
+    one copy of (the shared workdir) cannot be patched per node; closing releases the job."""
     host = dataclasses.replace(entry("cluster", nodes=2), workdir=str(tmp_path / "shared"),
                                slurm=Allocation("local", clean.partition, slurm.GPUS, nodes=2))
     said: list[str] = []
@@ -80,6 +81,11 @@ def test_an_allocation_of_two_nodes_is_one_job_with_a_step_on_each_node_and_is_r
             assert other.host.name == "cluster:node2" and other.host.workdir == f"{host.workdir}/nodes/1"
             names = [(await s.conn.run("printf %s $SLURMD_NODENAME")).out for s in (first, other)]
             assert names == ["node1", "node2"]
+            shared = tmp_path / "shared" / "lib"
+            shared.mkdir(parents=True)
+            with pytest.raises(HostError, match=r"cluster:node2: node 1 sees node 0's copy of .*lib/x.py \(shared"):
+                await lifecycle.own_files([first, other], [PatchDef("p", str(shared / "x.py"), "here")])
+            assert list(shared.iterdir()) == []  # the probe removed
             await other.close()  # leaves the job to node 0's connection
             assert (await first.conn.run("true")).ok
         finally:

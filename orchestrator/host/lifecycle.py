@@ -12,15 +12,19 @@ recovers nothing) and the engine whose stand-in a rehearsal host gets (None: not
 from __future__ import annotations
 
 import dataclasses
+import posixpath
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
+from orchestrator.core import shell
 from orchestrator.core.inventory import Host
+from orchestrator.core.spec import PatchDef
 from orchestrator.engines.base import Engine, Say
 from orchestrator.errors import HostError, OrchError
-from orchestrator.remote.group import fan_out
+from orchestrator.remote.group import fan_out, uncancelled
 from orchestrator.remote.slurm import NodeConnection
 from orchestrator.store.database import Store
 from . import rehearsal
@@ -108,6 +112,41 @@ async def job_nodes(session: HostSession, count: int, say: Say, stand_in: Engine
             say(host.name, f"installing the rehearsal {stand_in.name}")
             await rehearsal.install(conn, host, stand_in)
     return nodes
+
+
+async def own_files(nodes: list[HostSession], patches: Iterable[PatchDef]) -> None:
+    """A run over several nodes patches each node's own files (its journal, its revert), so nodes
+    of one Slurm job that see one copy of a patched file (an engine on the cluster's shared storage)
+    would patch it twice: a HostError naming the node, the file and what to do, before anything
+    changes. One copy or two is told by a probe file node 0 writes beside the file (then removes)
+    and the other node looks for; a file at another path on each node (each node's own install)
+    needs no probe."""
+    first, probes = nodes[0], {}
+    try:
+        for patch in patches:
+            target = await first.resolve(patch)
+            for rank, node in enumerate(nodes[1:], 1):
+                if await node.resolve(patch) != target:
+                    continue
+                folder = posixpath.dirname(target)
+                if folder not in probes:
+                    probes[folder] = f"{folder}/.orch-probe-{secrets.token_hex(8)}"
+                    await first.conn.write_file(probes[folder], b"")
+                if await node.conn.stat(probes[folder]) is not None:
+                    raise HostError(f"{node.host.name}: node {rank} sees node 0's copy of {target} (shared storage): a "
+                                    f"run over several nodes patches each node's own files, so patch '{patch.name}' "
+                                    "would be applied twice; install the engine on each node's own disk, or run this "
+                                    "plan without patches")
+    finally:
+        if probes:
+            await uncancelled(_quietly_removed(first, list(probes.values())))
+
+
+async def _quietly_removed(session: HostSession, paths: list[str]) -> None:
+    try:
+        await session.conn.run(shell.remove_files(*paths), timeout=60, idempotent=True)
+    except (OrchError, OSError):
+        pass  # a probe left behind is an empty dot-file; nothing reads it
 
 
 async def _release(lock: HostLock, say: Say) -> None:

@@ -99,6 +99,8 @@ async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Report
     if job is not None:
         sessions += await lifecycle.job_nodes(sessions[0], plan.nodes, reporter.message, engine)
     try:
+        if job is not None:
+            await lifecycle.own_files(sessions, plan.patches)  # a file on shared storage is refused
         await multinode.same_engine(sessions, engine)
         port = await multinode.dist_port(sessions[0])
         # a job's nodes meet at rank 0's address as Slurm reaches it (its NodeAddr)
