@@ -133,6 +133,17 @@ def assert_released_and_reverted(project: Path, cluster: slurm.Cluster, output: 
     assert marked_processes(project) == [], output
 
 
+@pytest.mark.slow  # ~8 s
+def test_a_dry_run_of_a_two_node_plan_checks_rank_0s_part_on_one_node(project, clean):
+    spec = two_node_project(project, clean, requests=2)
+    done = orch(project, "run", str(spec), "--variant", "fixed", "--dry-run")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "nodes=2 on one Slurm job: a dry run checks rank 0's part only" in " ".join(output.split()), output
+    assert f"nodes {clean.node}, partition" in output and records(project) == [], output  # one node asked for
+    wait_gone(clean)
+
+
 # ~25 s (every host command a step; twice the nodes): the allocation case above is the quick sibling
 @pytest.mark.slow
 def test_a_two_node_run_gets_one_job_of_two_nodes_and_releases_it(project, clean):

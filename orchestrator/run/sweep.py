@@ -47,13 +47,13 @@ async def run_all(
     gang.check_fits(plans, hosts)
     # a plan over several hosts runs (or is dry-run: every node's part) on the hosts its gang chooses
     spread = [(i, plan) for i, plan in enumerate(plans) if plan.nodes > 1]
-    if spread:
+    if spread and not dry_run:  # a dry run checks rank 0's part there: one node
         hosts = gang.sized(hosts, plans)  # a Slurm entry's one job holds the nodes of its widest plan
     queue = Queue(plans, single_host_only=bool(spread))
     engine = engines.get(spec.engine)
     # a dry run changes nothing, so it needs no lock and recovers nothing; a run's lease names its run
     locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host))
-    team = gang.Gang(spread, hosts) if spread else None
+    team = gang.Gang(spread, gang.sized(hosts, plans)) if spread else None
 
     async def worker(held: Held) -> list[tuple[int, Outcome]]:
         done = await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
