@@ -5,7 +5,9 @@ as real processes, and the real `orch run` over two sshd namespace hosts (root o
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +22,7 @@ from orchestrator.core.inventory import Host
 from orchestrator.engines.vllm import flags, logs, rehearsal
 from orchestrator.run import execute, multinode
 from test_multinode import node_logs, pids
-from test_ssh_run import orch, record
+from test_ssh_run import orch, read_until, record, start_orch
 from vllm_wheels import sources
 
 TEMPLATE = ROOT / "templates" / "vllm_launch.sh.j2"
@@ -107,17 +109,27 @@ def fleet(tmp_path_factory: pytest.TempPathFactory):
     yield from sshd.fast_failing_fleet(tmp_path_factory.mktemp("vllm-nodes"), 2)
 
 
-def test_a_two_node_vllm_run_over_two_sshd_hosts_succeeds_with_a_log_per_node(project, fleet, no_user_ssh):
-    """THE representative case of vLLM over several hosts (~8 s): rank 0 serves, rank 1 is headless."""
+def two_vllm_nodes(project: Path, fleet: sshd.Fleet, requests: int = 2, release: str = "true") -> list[Path]:
+    """Both fleet hosts (the rehearsal vLLM `release`), experiments/vllm_eagle.yaml over 2 nodes with
+    a tiny workload; returns the hosts' workdirs in rank order."""
     workdirs = [project / f"{s.name}-work" for s in fleet.servers]
     known = fleet.known_hosts()
-    (project / "inventory.yaml").write_text(
-        "hosts:\n" + "".join(s.rehearsal_entry(known, w) for s, w in zip(fleet.servers, workdirs)))
+    entries = "".join(s.rehearsal_entry(known, w) for s, w in zip(fleet.servers, workdirs))
+    (project / "inventory.yaml").write_text("hosts:\n" + entries.replace("rehearsal: true", f"rehearsal: {release}"))
     shutil.copy(TEMPLATE, project / "templates" / TEMPLATE.name)
     spec = (ROOT / "experiments" / "vllm_eagle.yaml").read_text()
-    spec = spec.replace("hosts: [local]", "hosts: [h00, h01]\nnodes: 2").replace("requests: 16", "requests: 2")
+    spec = spec.replace("hosts: [local]", "hosts: [h00, h01]\nnodes: 2").replace("requests: 16", f"requests: {requests}")
     (project / "experiments" / "vllm_eagle.yaml").write_text(spec)
-    done = orch(project, "run", "experiments/vllm_eagle.yaml", "--variant", "eagle3", "--set", "port=30000")
+    return workdirs
+
+
+RUN = ("run", "experiments/vllm_eagle.yaml", "--variant", "eagle3", "--set", "port=30000")
+
+
+def test_a_two_node_vllm_run_over_two_sshd_hosts_succeeds_with_a_log_per_node(project, fleet, no_user_ssh):
+    """THE representative case of vLLM over several hosts (~8 s): rank 0 serves, rank 1 is headless."""
+    workdirs = two_vllm_nodes(project, fleet)
+    done = orch(project, *RUN)
     assert done.returncode == 0, done.stdout + done.stderr
     rec = record(project)
     assert rec["status"] == "succeeded" and rec["host"] == "h00" and rec["metrics"]["accept_len"] >= 2.0
@@ -133,3 +145,44 @@ def test_a_two_node_vllm_run_over_two_sshd_hosts_succeeds_with_a_log_per_node(pr
     assert "Starting vLLM server" not in log  # a headless node runs no API server
     for workdir in workdirs:
         assert not group_alive(pids(workdir, rec["uid"]))
+
+
+def server_process(pgid: int) -> int:
+    """The vLLM server's own process in the run's group (the launch wrapper aside), from /proc."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and b"vllm.entrypoints" in cmdline and fields[0] != "Z":
+            return int(stat.parent.name)
+    raise AssertionError(f"no server process in group {pgid}")
+
+
+@pytest.mark.slow
+def test_a_headless_nodes_server_killed_fails_the_run_with_its_diagnosis_and_stops_rank_0(project, fleet, no_user_ssh):
+    workdirs = two_vllm_nodes(project, fleet, requests=4000)
+    proc = start_orch(project, *RUN)
+    seen = read_until(proc, "sending")
+    uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
+    os.kill(server_process(pids(workdirs[1], uid)), signal.SIGKILL)  # rank 1's server crashes (its wrapper stays)
+    rest, _ = proc.communicate(timeout=120)
+    rec = record(project)
+    assert proc.returncode == 1 and rec["status"] == "failed", seen + rest
+    assert rec["error"].startswith("h01: node 1's server exited"), rec["error"]
+    for workdir in workdirs:
+        assert not group_alive(pids(workdir, uid))
+
+
+@pytest.mark.slow
+def test_vllm_0_10_1_1_over_two_nodes_is_refused_by_the_flag_check_in_one_line(project, fleet, no_user_ssh):
+    workdirs = two_vllm_nodes(project, fleet, release='"0.10.1.1"')
+    done = orch(project, *RUN)
+    assert done.returncode == 2, done.stdout + done.stderr
+    rec = record(project)
+    assert rec["status"] == "failed" and "\n" not in rec["error"], rec["error"]
+    assert "vLLM 0.10.1.1 has no flag --nnodes: it runs no server over several nodes without Ray" in rec["error"]
+    assert not {"launched", "node-launched"} & {e["kind"] for e in rec["events"]}
+    for workdir in workdirs:  # refused before anything was launched or patched
+        assert not list(workdir.glob("runs/*/pid")) and not list((workdir / "journal").rglob("*.json"))
