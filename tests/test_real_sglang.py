@@ -179,7 +179,8 @@ def test_dry_run_shows_each_patch_as_a_diff_and_changes_nothing(version, sglang_
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     target = str(folder / "srt" / "models" / "llama_eagle3.py")
-    assert f"patch 'width-diff' -> {target}" in out and f"patch 'debug-print' -> {target}" in out
+    flat = "".join(out.split())  # a long path may be wrapped on the terminal's width
+    assert f"patch'width-diff'->{target}" in flat and f"patch'debug-print'->{target}" in flat
     assert f"--- a/{target.lstrip('/')}" in out
     assert "+        print(f\"[WIDTH-DEBUG]" in out and f"+        {DEBUG_LINE}" in out
     assert f"         {ANCHOR}" in out  # context line

@@ -53,8 +53,11 @@ def session(host, work):
     return asyncio.run(go())
 
 
-async def drop_soon(server: sshd.Sshd, after: float = 0.5) -> None:
-    await asyncio.sleep(after)
+async def drop_once(server: sshd.Sshd, counter: Path, count: int) -> None:
+    """The link dropped once the command has run `count` times in all (a loaded machine may take
+    longer than any fixed delay to start it)."""
+    while not counter.exists() or counter.read_text().count("ran") < count:
+        await asyncio.sleep(0.05)
     assert await asyncio.to_thread(server.drop_connections) > 0
 
 
@@ -63,12 +66,12 @@ def test_a_command_that_may_have_run_is_resent_only_when_idempotent(host, server
     command = f"echo ran >> {counter}; sleep 3"
 
     async def work(conn):
-        dropping = asyncio.create_task(drop_soon(server))
+        dropping = asyncio.create_task(drop_once(server, counter, 1))
         with pytest.raises(LinkLost) as lost:
             await conn.run(command)
         await dropping
         once = counter.read_text().count("ran")
-        dropping = asyncio.create_task(drop_soon(server))
+        dropping = asyncio.create_task(drop_once(server, counter, 2))
         again = await conn.run(command, idempotent=True)
         await dropping
         return lost.value, once, again, len(conn.reconnections)
