@@ -54,8 +54,12 @@ demo: setup
 typecheck: setup
 	$(BIN)/python -m mypy
 
+# Two workers, a test file each at a time: most cases wait on real processes (sshd, servers, Slurm),
+# so two keep both cores busy; a file's module fixtures (an sshd fleet, a cluster) stay on one worker.
+TEST_WORKERS ?= 2
+
 test: setup system-deps postgres-deps slurm-deps typecheck
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(BIN)/python bench/logparse.py
