@@ -78,7 +78,7 @@ def test_an_allocation_of_two_nodes_is_one_job_with_a_step_on_each_node_and_is_r
             assert [job.address(n) for n in job.nodes] == ["127.0.0.1", "127.0.0.2"]
             assert [line.split()[1:] for line in clean.jobs()] == [["RUNNING", "None", "orch.cluster"]]
             [other] = await lifecycle.job_nodes(first, 2, lambda _h, text: said.append(text))
-            assert other.host.name == "cluster:node2" and other.host.workdir == f"{host.workdir}/nodes/1"
+            assert other.host.name == "cluster:node2" and other.host.workdir == f"{host.workdir}/nodes/node2"
             names = [(await s.conn.run("printf %s $SLURMD_NODENAME")).out for s in (first, other)]
             assert names == ["node1", "node2"]
             shared = tmp_path / "shared" / "lib"
@@ -118,8 +118,8 @@ def two_node_project(project: Path, cluster: slurm.Cluster, requests: int) -> Pa
 
 
 def assert_patched_on_both_nodes(project: Path, run: dict) -> None:
-    """Every patch on each node's own stand-in (node 1's under the workdir's nodes/1), all reverted."""
-    on_node_1 = [p for p in run["patches"] if p["file"].startswith(str(project / "shared" / "nodes" / "1") + "/")]
+    """Every patch on each node's own stand-in (node 1's under the workdir's nodes/node2), all reverted."""
+    on_node_1 = [p for p in run["patches"] if p["file"].startswith(str(project / "shared" / "nodes" / "node2") + "/")]
     assert run["patches"] and len(on_node_1) * 2 == len(run["patches"]), run["patches"]
     assert all(p["state"] == "reverted" for p in run["patches"]), run["patches"]
 
@@ -127,7 +127,7 @@ def assert_patched_on_both_nodes(project: Path, run: dict) -> None:
 def assert_released_and_reverted(project: Path, cluster: slurm.Cluster, output: str) -> None:
     assert "released" in output, output
     wait_gone(cluster)
-    for stand_in in (project / "shared" / "rehearsal", project / "shared" / "nodes" / "1" / "rehearsal"):
+    for stand_in in (project / "shared" / "rehearsal", project / "shared" / "nodes" / "node2" / "rehearsal"):
         for name, text in INSERTED.items():
             assert text not in (stand_in / "sglang" / name).read_text(), f"{stand_in}/{name} left patched"
     assert marked_processes(project) == [], output
@@ -175,6 +175,27 @@ def test_an_interrupted_two_node_run_releases_its_job_and_reverts_both_nodes(pro
     rest, _ = proc.communicate(timeout=60)
     output = before + rest
     assert proc.returncode == 130, output
+    [run] = records(project)
+    assert run["status"] == "interrupted", output
+    assert_patched_on_both_nodes(project, run)
+    assert_released_and_reverted(project, clean, output)
+
+
+@pytest.mark.slow
+def test_a_sigkilled_two_node_run_is_cleaned_up_by_the_next_command(project, clean):
+    """SIGKILL releases nothing: the next command on the entry cancels the job the dead controller
+    left, takes the lock and recovers node 0's folder and node 1's (`nodes/node2`): both stand-ins
+    restored, the run interrupted with every node's patch rows reverted, nothing left in the queue."""
+    spec = two_node_project(project, clean, requests=4000)
+    proc = start(project, "run", str(spec), "--variant", "fixed", "--no-preflight")
+    before = wait_for(proc, "sending")
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert [line.split()[1] for line in clean.jobs()] == ["RUNNING"], before  # left behind
+    done = orch(project, "revert", "--host", "cluster")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "was left by a controller that died" in output, output
     [run] = records(project)
     assert run["status"] == "interrupted", output
     assert_patched_on_both_nodes(project, run)

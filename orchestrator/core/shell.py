@@ -377,6 +377,11 @@ def read_range(p: str, offset: int, length: int) -> str:
     return f"tail -c +{int(offset) + 1} -- {path(p)} | head -c {int(length)}"
 
 
+def list_dirs(folder: str) -> str:
+    """Names of the folders directly in `folder`, one per line (none when missing)."""
+    return f"find {path(folder)} -mindepth 1 -maxdepth 1 -type d -printf '%f\\n' 2>/dev/null; true"
+
+
 def list_named(folder: str, suffix: str) -> str:
     """Names of the files directly in `folder` ending in `suffix`, one per line (none when missing)."""
     return f"find {path(folder)} -maxdepth 1 -type f -name {quote('*' + suffix)} -printf '%f\\n' 2>/dev/null; true"
@@ -661,6 +666,11 @@ def slurm_node_addrs(nodelist: str) -> str:
     """`NODE ADDRESS` per node of `nodelist`: the address Slurm reaches each node at (NodeAddr),
     which the job's other nodes reach it at too (a node in several partitions is listed once each)."""
     return f"sinfo -h -N -n {quote(nodelist)} -o '%N %o'"
+
+
+def slurm_own_jobs(name: str) -> str:
+    """`ID COMMENT` of the user's jobs named `name`."""
+    return f"squeue --me -h --name {quote(name)} -o '%i %k'"
 
 
 def slurm_cancel(job: str) -> str:

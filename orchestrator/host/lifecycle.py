@@ -79,6 +79,8 @@ async def holding(session: HostSession, say: Say, locking: Locking | None = None
             broken = await taking.acquire()
             lock = taking
             recovery = await recover(session, locking.store, say, force=locking.force, broken=broken)
+            for node in await _node_folders(session):  # what a run over several nodes of a job left there
+                await recover(node, locking.store, say, force=locking.force)
             if locking.lease_note is not None:
                 note = locking.lease_note
                 lock.keep_alive(lambda: note(host.name))
@@ -93,7 +95,7 @@ async def holding(session: HostSession, say: Say, locking: Locking | None = None
 
 async def job_nodes(session: HostSession, count: int, say: Say, stand_in: Engine | None = None) -> list[HostSession]:
     """Sessions on nodes 1..`count`-1 of the Slurm job `session` is node 0 of, each as a host
-    `ENTRY:NODE` with a folder of its own under the entry's workdir (`nodes/RANK`: its run folders,
+    `ENTRY:NODE` with a folder of its own under the entry's workdir (`nodes/NODE`: its run folders,
     journal and rehearsal stand-in); rank 0's lock on the workdir covers them. Closing one leaves
     the job and the login connection to `session`."""
     first = session.conn
@@ -104,14 +106,29 @@ async def job_nodes(session: HostSession, count: int, say: Say, stand_in: Engine
                         f"{count}")
     nodes = []
     for rank in range(1, count):
-        host = dataclasses.replace(session.host, name=f"{session.host.name}:{job.nodes[rank]}",
-                                   workdir=f"{session.host.workdir.rstrip('/')}/nodes/{rank}")
+        host = _node_host(session.host, job.nodes[rank])
         conn = first.sibling(rank, host)
         nodes.append(HostSession(host, conn, Journal(conn, host.workdir)))
         if stand_in is not None and host.rehearsal:
             say(host.name, f"installing the rehearsal {stand_in.name}")
             await rehearsal.install(conn, host, stand_in)
     return nodes
+
+
+def _node_host(entry: Host, node: str) -> Host:
+    return dataclasses.replace(entry, name=f"{entry.name}:{node}", workdir=f"{entry.workdir.rstrip('/')}/nodes/{node}")
+
+
+async def _node_folders(session: HostSession) -> list[HostSession]:
+    """A Slurm entry's node folders (`job_nodes`), each as its host `ENTRY:NODE` on this session's
+    connection: the lock holder recovers them with its own folder, whatever nodes its job has now.
+    Right for files on the shared storage (where a node's folder is); a node's own disk is reached
+    from its own node only, so a file there that node 0 sees unpatched is left and said (drifted)."""
+    if session.host.slurm is None:
+        return []
+    done = await session.conn.run(shell.list_dirs(f"{session.host.workdir.rstrip('/')}/nodes"), idempotent=True)
+    hosts = [_node_host(session.host, name) for name in done.out.split()]
+    return [HostSession(host, session.conn, Journal(session.conn, host.workdir)) for host in hosts]
 
 
 async def own_files(nodes: list[HostSession], patches: Iterable[PatchDef]) -> None:
