@@ -165,6 +165,18 @@ def test_a_file_that_is_not_a_database_is_the_stores_error(tmp_path):
     assert str(ours.value) == str(theirs.value)
 
 
+def test_many_runs_metrics_are_read_in_one_pass_as_run_by_run(url, monkeypatch):
+    """From SCAN_AT runs on, one pass over every metric row in the order written: the same first
+    row of each name per run as the query by run, and only the runs asked for."""
+    reader = reading.open_url(url)
+    ids = [r.id for r in Store(url).runs()]
+    by_run = {n: queries.run_metrics(reader, chosen) for n, chosen in (("all", ids), ("some", ids[1:]))}
+    assert by_run["all"][ids[0]] == {"accept_len": 2.0, "output_tok_s": 100.5}  # not the later null of the name
+    monkeypatch.setattr(queries, "SCAN_AT", 1)
+    assert queries.run_metrics(reader, ids) == by_run["all"]
+    assert queries.run_metrics(reader, ids[1:]) == by_run["some"] and ids[0] not in by_run["some"]
+
+
 def test_ls_json_writes_params_as_stored_or_decoded_alike(url):
     from orchestrator.cli import listing
 
@@ -177,3 +189,20 @@ def test_ls_json_writes_params_as_stored_or_decoded_alike(url):
         text = listing.json_text(queries.listed_runs(reader, decode=decode), metrics)
         assert json.loads(text) == expected and len(text.splitlines()) == len(expected) + 2  # a run a line
         assert [list(run) for run in json.loads(text)] == [list(run) for run in expected]  # keys in this order
+
+
+def test_ls_json_lines_are_the_encoders_text_of_any_value():
+    """`orch ls --json` writes each line field by field: byte for byte what the JSON encoder writes,
+    also for NaN, infinities, nulls, non-ASCII text and nested params."""
+    from orchestrator.cli import listing
+
+    compact = json.JSONEncoder(default=str, separators=(",", ":")).encode
+    run = queries.Listed(7, "ü-7", "e\"x", "v", "h", "failed", None, ["slow", "ü"], {"p": 1.5, "q": [1, None]},
+                         "2026-12-01T00:00:00", None)
+    metrics = {"a": float("nan"), "b": float("inf"), "c": -float("inf"), "ü": 0.1 + 0.2, "d": None, "e": 3, "f": 1e22,
+               "g": -0.0}
+    whole = {"id": 7, "uid": "ü-7", "experiment": "e\"x", "variant": "v", "host": "h", "status": "failed", "user": None,
+             "flags": ["slow", "ü"], "started_at": "2026-12-01T00:00:00", "ended_at": None,
+             "params": {"p": 1.5, "q": [1, None]}, "metrics": metrics}
+    assert listing.json_text([run], {7: metrics}) == "[\n" + compact(whole) + "\n]\n"
+    assert listing.json_text([run], {}) == "[\n" + compact({**whole, "metrics": {}}) + "\n]\n"

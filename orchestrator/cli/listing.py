@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]  # the encoder's own, in C
 from typing import Any
 
 from orchestrator.core import compare as comparing
@@ -62,18 +63,45 @@ def _view(r: Any) -> dict[str, Any]:
 def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
     """The listing as a JSON array of runs (identity, params, metrics), one run a line in compact
     form: each run stays one greppable line, and 100,000 runs print in a third of the time of
-    indented JSON. Params held as JSON text (listed_runs without decode) are written as stored."""
+    indented JSON. Params held as JSON text (listed_runs without decode) are written as stored.
+    Each line is written field by field, as the encoder writes it (floats by repr, text
+    ASCII-escaped): an encoder's pass over a dict per run cost 100,000 runs a second."""
     if not rows:
         return "[]\n"
     lines = []
+    text = encode_basestring_ascii  # the columns the schema holds NOT NULL text
     for r in rows:
-        head = _compact(identity(r))[:-1]  # without its closing brace
         params = r.params if isinstance(r.params, str) else _compact(r.params)
-        lines.append(f'{head},"params":{params},"metrics":{_compact(metrics.get(r.id, {}))}}}')
+        lines.append(f'{{"id":{r.id},"uid":{text(r.uid)},"experiment":{text(r.experiment)},'
+                     f'"variant":{text(r.variant)},"host":{text(r.host)},"status":{text(r.status)},'
+                     f'"user":{_value(r.username)},"flags":{_value(r.flags)},"started_at":{text(r.started_at)},'
+                     f'"ended_at":{_value(r.ended_at)},"params":{params},"metrics":{_object(metrics.get(r.id))}}}')
     return "[\n" + ",\n".join(lines) + "\n]\n"
 
 
 _compact = json.JSONEncoder(default=str, separators=(",", ":")).encode  # one encoder: json.dumps makes one a call
+_KEYS: dict[str, str] = {}  # a metric name -> its JSON key and colon (a listing names a few dozen, a million times)
+
+
+def _value(value: Any) -> str:
+    """One value as `_compact` writes it, the common kinds without the encoder's call."""
+    kind = value.__class__
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is int or value is None or (kind is float and value == value and value not in _INFINITE):
+        return "null" if value is None else repr(value)
+    if kind is list and not value:
+        return "[]"
+    return _compact(value)
+
+
+def _object(values: dict[str, Any] | None) -> str:
+    if not values:
+        return "{}"
+    keys = _KEYS  # a finite float (v - v is 0: not NaN or infinite) is the encoder's repr; the rest through _value
+    return "{" + ",".join((keys.get(k) or keys.setdefault(k, encode_basestring_ascii(k) + ":"))
+                          + (repr(v) if v.__class__ is float and v - v == 0 else _value(v))
+                          for k, v in values.items()) + "}"
 
 
 def as_csv(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
@@ -96,6 +124,9 @@ def identity(r: Any) -> dict[str, Any]:
     return {"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
             "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at,
             "ended_at": r.ended_at}
+
+
+_INFINITE = (float("inf"), float("-inf"))  # the encoder writes these (and NaN) as Infinity and NaN, not repr
 
 
 def _cell(value: Any) -> Any:

@@ -62,12 +62,28 @@ def comparable_runs(source: Any, experiment: str) -> list[dict[str, Any]]:
     return runs
 
 
+SCAN_AT = 20 * CHUNK  # runs from which one pass over every metric row beats a query per CHUNK of them
+
+
 def run_metrics(source: Any, run_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Each run's metrics, name -> value (the first row of each name)."""
+    """Each run's metrics, name -> value (the first row of each name). For many runs one pass over
+    the table in the order written (100,000 runs' million rows: 1 s instead of 2 s by the run index)."""
+    reader = of(source)
     found: dict[int, dict[str, Any]] = {}
-    sql = "SELECT run_id, name, value FROM metricrow WHERE run_id IN ({ids}) ORDER BY run_id, id"
-    for run_id, name, value in of(source).chunked(sql, run_ids):
-        found.setdefault(run_id, {}).setdefault(name, value)
+    if len(run_ids) < SCAN_AT:
+        sql = "SELECT run_id, name, value FROM metricrow WHERE run_id IN ({ids}) ORDER BY run_id, id"
+        for run_id, name, value in reader.chunked(sql, run_ids):
+            found.setdefault(run_id, {}).setdefault(name, value)
+        return found
+    wanted = set(run_ids)
+    for run_id, name, value in reader.each("SELECT run_id, name, value FROM metricrow ORDER BY id"):
+        own = found.get(run_id)
+        if own is None:
+            if run_id not in wanted:
+                continue
+            own = found[run_id] = {}
+        if name not in own:
+            own[name] = value
     return found
 
 

@@ -16,7 +16,7 @@ import json
 import sqlite3
 import zlib
 from collections import namedtuple
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,19 @@ class Reader:
         finally:
             if self._borrow is not None:
                 conn.close()  # back to the Store's pool
+
+    def each(self, sql: str, params: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of `sql` as the database hands them over: a million rows without a list of them all."""
+        if self._connection is None or self._mark != "?":  # no database, or a borrowed / PostgreSQL one
+            yield from self.rows(sql, params)
+            return
+        cursor = self._connection.cursor()
+        try:
+            cursor.execute(sql, tuple(params))
+        except self._errors:
+            yield from self.rows(sql, params)  # its one way of reporting (or upgrading an older schema)
+            return
+        yield from cursor
 
     def chunked(self, sql: str, run_ids: list[int], params: Iterable[Any] = ()) -> Iterable[tuple[Any, ...]]:
         """Rows of `sql` (which holds `{ids}` where its `run_id IN (...)` list goes) for every run id."""
