@@ -129,3 +129,27 @@ def test_a_runs_stopped_event_records_the_servers_exit_code(project):
     [run] = json.loads(orch(project, "ls", "--json").stdout)
     events = json.loads(orch(project, "show", str(run["id"]), "--json").stdout)["events"]
     assert [e["message"] for e in events if e["kind"] == "stopped"] == ["process group gone; exit code 0"]
+
+
+def test_a_killed_launch_wrapper_left_a_zombie_is_seen_gone(tmp_path):
+    """Where the host's init does not reap, a wrapper killed with its group stays a zombie, which
+    `kill -0` still finds: the status says the server is gone (a run's other nodes are watched so)."""
+    parent = subprocess.Popen([sys.executable, "-c", "import os, sys, time\n"
+                               "pid = os.fork()\n"
+                               "if pid == 0: os._exit(0)\n"
+                               "print(pid, flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    try:
+        zombie = int(parent.stdout.readline())
+        time.sleep(0.2)
+        assert Path(f"/proc/{zombie}/stat").read_text().rsplit(") ", 1)[1].startswith("Z")
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "pid").write_text(f"{zombie}\n")
+        conn = LocalConnection(Host(name="local", transport="local", workdir=str(tmp_path)))
+        status = asyncio.run(server.poll(conn, server.Server(str(run_dir), zombie, free_port()), 0))
+        assert not status.alive and status.exit_code is None
+        (run_dir / "pid").write_text(f"{parent.pid}\n")  # a live one still counts
+        assert asyncio.run(server.poll(conn, server.Server(str(run_dir), parent.pid, free_port()), 0)).alive
+    finally:
+        parent.kill()
+        parent.wait()

@@ -91,6 +91,11 @@ def run_tool(run_dir: str, python: str, module: str, argv: Iterable[str], env: d
             f"{path(python)} -m {quote(module)} {join(argv)} > {quote(output)} 2>&1 < /dev/null")
 
 
+# The launch wrapper `$p` killed (its group with it) may stay a zombie where the host's init does not
+# reap: `kill -0` still succeeds on it, so its state is read too (an unreadable /proc counts as alive).
+_NOT_ZOMBIE = '{ s=; { read -r s < /proc/$p/stat; } 2>/dev/null; s=${s##*") "}; [ "${s%% *}" != Z ]; }'
+
+
 def server_status(run_dir: str, log: str, offset: int) -> str:
     """One round trip: is the server alive, its exit code if it ended, and log bytes from `offset`.
 
@@ -99,7 +104,7 @@ def server_status(run_dir: str, log: str, offset: int) -> str:
     d = path(run_dir)
     return (
         f"cd {d} 2>/dev/null || exit 4; "
-        f"p=$(cat pid 2>/dev/null); a=0; [ -n \"$p\" ] && kill -0 -- \"$p\" 2>/dev/null && a=1; "
+        f"p=$(cat pid 2>/dev/null); a=0; [ -n \"$p\" ] && kill -0 -- \"$p\" 2>/dev/null && {_NOT_ZOMBIE} && a=1; "
         f"e=$(cat exit_code 2>/dev/null || echo -); s=$(stat -c %s {quote(log)} 2>/dev/null || echo 0); "
         f"echo {READY_MARKER} $a $e $s; tail -c +{int(offset) + 1} {quote(log)} 2>/dev/null | head -c $((s - {int(offset)}))"
     )
