@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import signal
+import socket
+import subprocess
 import sqlite3
 import time
 import zlib
@@ -63,20 +66,27 @@ def test_a_slurm_entry_asks_for_its_widest_plan_and_runs_it_alone_never_beside_o
 
 
 def test_an_allocation_of_two_nodes_is_one_job_with_a_step_on_each_node_and_is_released(clean, tmp_path):
-    """One sbatch of 2 nodes; node 0's connection and node 1's sibling session run their steps on
-    their own nodes (SLURMD_NODENAME); each node's address is its NodeAddr; a file both nodes see
-    one copy of (the shared workdir) cannot be patched per node; closing releases the job."""
+    """A job a dead controller left is cancelled first, a live one's kept. One sbatch of 2 nodes;
+    node 0's connection and node 1's sibling session run their steps on their own nodes
+    (SLURMD_NODENAME); each node's address is its NodeAddr; a file both nodes see one copy of (the
+    shared workdir) cannot be patched per node; closing releases the job."""
     host = dataclasses.replace(entry("cluster", nodes=2), workdir=str(tmp_path / "shared"),
                                slurm=Allocation("local", clean.partition, slurm.GPUS, nodes=2))
     said: list[str] = []
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left, other_controller = (left_job(clean, "cluster", pid) for pid in (dead.pid, os.getpid()))
 
     async def work() -> None:
         first = await HostSession.open(host, lambda _h, text: said.append(text))
+        assert f"slurm job {left} was left by a controller that died (pid {dead.pid}): cancelling it" in said, said
         try:
             job = slurm_transport.job_of(first.conn)
             assert job is not None and job.nodes == ("node1", "node2")
             assert [job.address(n) for n in job.nodes] == ["127.0.0.1", "127.0.0.2"]
-            assert [line.split()[1:] for line in clean.jobs()] == [["RUNNING", "None", "orch.cluster"]]
+            mine = [line.split()[1:] for line in clean.jobs() if line.split()[0] not in (left, other_controller)]
+            assert mine == [["RUNNING", "None", "orch.cluster"]]
+            assert any(line.startswith(f"{other_controller} RUNNING") for line in clean.jobs())  # alive: kept
             [other] = await lifecycle.job_nodes(first, 2, lambda _h, text: said.append(text))
             assert other.host.name == "cluster:node2" and other.host.workdir == f"{host.workdir}/nodes/node2"
             names = [(await s.conn.run("printf %s $SLURMD_NODENAME")).out for s in (first, other)]
@@ -93,7 +103,16 @@ def test_an_allocation_of_two_nodes_is_one_job_with_a_step_on_each_node_and_is_r
 
     asyncio.run(work())
     assert "released" in said[-1], said
+    clean.client("scancel", other_controller)
     wait_gone(clean)
+
+
+def left_job(cluster: slurm.Cluster, entry: str, pid: int) -> str:
+    """A job as a controller of this machine with `pid` leaves one for `entry` (one CPU, no GPU)."""
+    done = cluster.client("sbatch", "--parsable", f"--job-name=orch.{entry}", "--output=/dev/null", "--ntasks=1",
+                          f"--comment=orch controller {socket.gethostname()} pid {pid}", "--wrap=exec sleep infinity")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
 
 
 def wait_gone(cluster: slurm.Cluster) -> None:
