@@ -58,15 +58,16 @@ def pids(workdir: Path, uid: str) -> int:
     return int((workdir / "runs" / uid / "pid").read_text())
 
 
-def server_process(pgid: int) -> int:
-    """The server's own process in the run's group (the launch wrapper aside), from /proc."""
+def server_process(pgid: int, module: bytes = b"sglang.launch_server") -> int:
+    """The server's own process in the run's group (the launch wrapper aside; `module` in its
+    command line), from /proc."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(") ", 1)[1].split()
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, IndexError):
             continue
-        if int(fields[2]) == pgid and b"sglang.launch_server" in cmdline and fields[0] != "Z":
+        if int(fields[2]) == pgid and module in cmdline and fields[0] != "Z":
             return int(stat.parent.name)
     raise AssertionError(f"no server process in group {pgid}")
 

@@ -21,7 +21,7 @@ from orchestrator.core import render, spec as specs
 from orchestrator.core.inventory import Host
 from orchestrator.engines.vllm import flags, logs, rehearsal
 from orchestrator.run import execute, multinode
-from test_multinode import node_logs, pids
+from test_multinode import node_logs, pids, server_process
 from test_ssh_run import orch, read_until, record, start_orch
 from vllm_wheels import sources
 
@@ -147,26 +147,13 @@ def test_a_two_node_vllm_run_over_two_sshd_hosts_succeeds_with_a_log_per_node(pr
         assert not group_alive(pids(workdir, rec["uid"]))
 
 
-def server_process(pgid: int) -> int:
-    """The vLLM server's own process in the run's group (the launch wrapper aside), from /proc."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and b"vllm.entrypoints" in cmdline and fields[0] != "Z":
-            return int(stat.parent.name)
-    raise AssertionError(f"no server process in group {pgid}")
-
-
 @pytest.mark.slow
 def test_a_headless_nodes_server_killed_fails_the_run_with_its_diagnosis_and_stops_rank_0(project, fleet, no_user_ssh):
     workdirs = two_vllm_nodes(project, fleet, requests=4000)
     proc = start_orch(project, *RUN)
     seen = read_until(proc, "sending")
     uid = next(line.split("(")[1].split(")")[0] for line in seen.splitlines() if " started" in line)
-    os.kill(server_process(pids(workdirs[1], uid)), signal.SIGKILL)  # rank 1's server crashes (its wrapper stays)
+    os.kill(server_process(pids(workdirs[1], uid), b"vllm.entrypoints"), signal.SIGKILL)  # rank 1's server crashes (its wrapper stays)
     rest, _ = proc.communicate(timeout=120)
     rec = record(project)
     assert proc.returncode == 1 and rec["status"] == "failed", seen + rest
