@@ -14,7 +14,7 @@ from orchestrator.engines.base import (
 )
 from orchestrator.remote import http
 
-from . import PACKAGE, VERSION_FILES, client, flags, hostflags, imported, logs, preflight_run, rehearsal, tools
+from . import PACKAGE, VERSION_FILES, client, flags, hostflags, imported, logs, rehearsal, tools
 from .client import VERIFY_STEPS, request_histogram  # the names tests and the live table read here
 
 if TYPE_CHECKING:
@@ -100,6 +100,8 @@ class SglangEngine(Engine):
     async def preflight(self, session: HostSession, params: Mapping[str, object], env: Mapping[str, str],
                         patches: tuple[PatchDef, ...], overlay: Mapping[str, Path] | None,
                         allow: tuple[str, ...]) -> list[Finding]:
+        from . import preflight_run  # here: its checkpoint readers load numpy, which reading a log does without
+
         return await preflight_run.findings_for(session.conn, session.host, dict(params), dict(env), patches,
                                                 dict(overlay) if overlay else None, session.packages, allow=allow)
 
