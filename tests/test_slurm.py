@@ -65,15 +65,19 @@ def clean(cluster: slurm.Cluster) -> Iterator[slurm.Cluster]:
     cluster.cancel_all()
 
 
-def slurm_project(project: Path, cluster: slurm.Cluster, requests: int) -> Path:
+def slurm_project(project: Path, cluster: slurm.Cluster, requests: int, nodes: int = 1) -> Path:
     """The inventory's one host is the cluster (this machine its login node); the demo experiment's
-    `fixed` variant runs there on a free port with `requests` requests."""
+    `fixed` variant runs there on a free port with `requests` requests (over `nodes` nodes: one
+    job of them all, not exclusive)."""
+    options = "    options: [--exclusive]\n" if nodes == 1 else ""
     (project / "inventory.yaml").write_text(
         "hosts:\n  cluster:\n    transport: slurm\n    login: local\n"
         f"    partition: {cluster.partition}\n    gpus_per_node: {slurm.GPUS}\n    time: \"10:00\"\n"
-        f"    options: [--exclusive]\n    workdir: {project / 'shared'}\n    rehearsal: true\n")
+        f"{options}    workdir: {project / 'shared'}\n    rehearsal: true\n")
     text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("hosts: [local]", "hosts: [cluster]")
     text = text.replace("requests: 16", f"requests: {requests}").replace("port: 30000", f"port: {free_port()}")
+    if nodes > 1:
+        text = text.replace("ready_timeout: 120", f"ready_timeout: 120\nnodes: {nodes}")
     spec = project / "experiments" / "eagle_debug.yaml"
     spec.write_text(text)
     return spec

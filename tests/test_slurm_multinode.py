@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 import slurm
-from conftest import ROOT, free_port
 from orchestrator.core.inventory import Allocation, Host
 from orchestrator.core.spec import PatchDef, RunPlan
 from orchestrator.errors import HostError, SpecError
@@ -31,7 +30,7 @@ from orchestrator.remote import slurm as slurm_transport
 from orchestrator.run import gang
 from test_crash import orch, records
 from test_interrupt import marked_processes, start, wait_for
-from test_slurm import INSERTED, cluster_fixture
+from test_slurm import INSERTED, cluster_fixture, slurm_project
 
 cluster = cluster_fixture(nodes=2)
 
@@ -124,16 +123,7 @@ def wait_gone(cluster: slurm.Cluster) -> None:
 
 def two_node_project(project: Path, cluster: slurm.Cluster, requests: int) -> Path:
     """The inventory's one host is the cluster; the demo experiment's `fixed` variant over 2 nodes."""
-    (project / "inventory.yaml").write_text(
-        "hosts:\n  cluster:\n    transport: slurm\n    login: local\n"
-        f"    partition: {cluster.partition}\n    gpus_per_node: {slurm.GPUS}\n    time: \"10:00\"\n"
-        f"    workdir: {project / 'shared'}\n    rehearsal: true\n")
-    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("hosts: [local]", "hosts: [cluster]")
-    text = text.replace("requests: 16", f"requests: {requests}").replace("port: 30000", f"port: {free_port()}")
-    text = text.replace("ready_timeout: 120", "ready_timeout: 120\nnodes: 2")
-    spec = project / "experiments" / "eagle_debug.yaml"
-    spec.write_text(text)
-    return spec
+    return slurm_project(project, cluster, requests, nodes=2)
 
 
 def assert_patched_on_both_nodes(project: Path, run: dict) -> None:
