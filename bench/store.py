@@ -1,6 +1,7 @@
 """The store at scale: orch's reading commands as whole processes on a database of N realistic runs.
 
     python bench/store.py [--runs 1000,100000] [--db sqlite:///big.db] [--repeat 3] [--fill-only]
+                          [--big-db sqlite:////tmp/readpath-100k.db] [--no-import]
                           [--baseline /path/to/another/checkout]
 
 Fills the database (bulk INSERTs, in batches) up to each size in `--runs`, and at each size times
@@ -10,7 +11,15 @@ Fills the database (bulk INSERTs, in batches) up to each size in `--runs`, and a
 the first size to the last, and the database's size per run. A run is of realistic size: 20 params,
 10 metrics, 50 decode samples, 5 debug lines, a 2 KB launch script and a 20 KB compressed log.
 `--baseline` times each command with another checkout of orch too (e.g. `git archive` of an earlier
-commit), the two in turn, so both figures come from the same state of the machine.
+commit), the two in turn, so both figures come from the same state of the machine. `--big-db`: a
+database already filled to the largest size, only read (never filled or written); the smaller sizes
+are filled in a temporary one.
+
+The closing table gives per command its figure at each size, the growth, the goal, the figure
+against the goal (x goal: under 1 meets it) and, with `--baseline`, the other checkout's figure at
+the largest size and how many times faster this one is. Every command runs once untimed first, with
+its bytecode cached in a temporary folder (an installed orch has its bytecode; a caller's
+PYTHONDONTWRITEBYTECODE would add compiling every module of orch to each figure).
 """
 
 from __future__ import annotations
@@ -108,20 +117,29 @@ def fill(store: Store, upto: int) -> float:
     return time.perf_counter() - start
 
 
+BYTECODE = tempfile.mkdtemp(prefix="orch-bench-bytecode-")  # per checkout: its own cached bytecode
+
+
 def child_env(root: Path = ROOT) -> dict[str, str]:
-    """This checkout (or `root`) first on the path of the commands timed (then whatever the caller set)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
-            "COLUMNS": "200"}
+    """This checkout (or `root`) first on the path of the commands timed (then whatever the caller set),
+    its bytecode written to and read from a folder of its own."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
+           "COLUMNS": "200", "PYTHONPYCACHEPREFIX": os.path.join(BYTECODE, str(abs(hash(str(root)))))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def orch(db: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "orchestrator.cli", "--db", db, *args]
 
 
-def timed(command: list[str], repeat: int, cwd: Path, roots: tuple[Path, ...] = (ROOT,)) -> list[float | str]:
+def timed(command: list[str], repeat: int, cwd: Path, roots: tuple[Path, ...] = (ROOT,),
+          warm: bool = True) -> list[float | str]:
     """Per checkout in `roots`, the best wall-clock seconds of `repeat` runs, the checkouts in turn
     (each run's CPU seconds too: on a shared machine the wall clock also counts waiting for a core)."""
     best: list[float | str] = [float("inf")] * len(roots)
+    for root in roots if warm else ():  # untimed: the bytecode written, the database's pages read once
+        subprocess.run(command, cwd=cwd, capture_output=True, timeout=600, env=child_env(root))
     for _ in range(repeat):
         for n, root in enumerate(roots):
             if isinstance(best[n], str):
@@ -161,20 +179,32 @@ def commands(db: str, runs: int, work: Path) -> dict[str, list[str]]:
     return found
 
 
-def import_log(work: Path, repeat: int) -> float | str:
+def import_log(work: Path, repeat: int, roots: tuple[Path, ...]) -> list[float | str]:
+    """`orch import` of a 64 MB log into a new database each time, per checkout."""
     sys.path.insert(0, str(ROOT / "bench"))
     from logparse import write_log
 
     log = work / "server.log"
     if not log.exists():
         write_log(log, 64, 3)
-    return timed(orch(f"sqlite:///{work / 'import.db'}", "import", str(log)), repeat, work)[0]
+    found: list[float | str] = []
+    for n, root in enumerate(roots):
+        db = work / f"import-{n}.db"
+        best: float | str = float("inf")
+        for _ in range(repeat):
+            for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+                path.unlink(missing_ok=True)
+            value = timed(orch(f"sqlite:///{db}", "import", str(log)), 1, work, (root,), warm=False)[0]
+            best = value if isinstance(value, str) else min(best, value)  # type: ignore[type-var]
+        found.append(best)
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default="1000,100000", help="sizes to fill to and time at, comma-separated")
     parser.add_argument("--db", help="database URL (default: an SQLite file in a temp folder, kept between sizes)")
+    parser.add_argument("--big-db", help="an SQLite database already holding the largest size: only read")
     parser.add_argument("--repeat", type=int, default=3, help="time each command this many times, keep the best")
     parser.add_argument("--fill-only", action="store_true", help="only fill --db to the largest size (to time later)")
     parser.add_argument("--no-import", action="store_true", help="skip the `orch import` of a 64 MB log")
@@ -187,53 +217,92 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="orch-bench-store-") as folder:
         work = Path(folder)
         db = args.db or f"sqlite:///{work / 'orch.db'}"
-        store = Store(db)
-        figures: dict[int, dict[str, float | str]] = {}
-        baseline: dict[int, dict[str, float | str]] = {}
+        figures: dict[Path, dict[int, dict[str, float | str]]] = {root: {} for root in roots}
         cpus: dict[Path, dict[int, dict[str, float]]] = {root: {} for root in roots}  # least CPU seconds
+        per_run: dict[int, float] = {}  # KiB of database per run
         if args.fill_only:
-            print(f"{sizes[-1]:,} runs: fill {fill(store, sizes[-1]):.1f} s")
+            print(f"{sizes[-1]:,} runs: fill {fill(Store(db), sizes[-1]):.1f} s")
             return
         for runs in sizes:
-            print(f"{runs:,} runs: fill {fill(store, runs):.1f} s")
-            cmds = commands(db, runs, work)
+            url = args.big_db if args.big_db and runs == sizes[-1] else db
+            held = _held(url)
+            if held is None or held < runs:
+                print(f"{runs:,} runs: fill {fill(Store(url), runs):.1f} s")
+            elif held > runs:
+                parser.error(f"{url} holds {held:,} runs, more than {runs:,}: give --runs up to {held:,}")
+            cmds = commands(url, runs, work)
             CPU.clear()  # the same command lines at every size
             times = {name: timed(command, args.repeat, work, roots) for name, command in cmds.items()}
-            figures[runs] = {name: found[0] for name, found in times.items()}
-            baseline[runs] = {name: found[-1] for name, found in times.items()}
-            for root in roots:
+            for n, root in enumerate(roots):
+                figures[root][runs] = {name: found[n] for name, found in times.items()}
                 cpus[root][runs] = {name: min(CPU.get(f"{root} " + " ".join(command), [0.0]))
                                     for name, command in cmds.items()}
-            for name, found in times.items():
-                cells = [value if isinstance(value, str) else f"{value:.3f} s  (cpu {cpus[root][runs][name]:.3f} s)"
-                         for root, value in zip(roots, found)]
-                print(f"  {name:18} " + ("   baseline " if len(cells) > 1 else "").join(cells))
-            path = Path(store.engine.url.database or "")
-            if store.engine.dialect.name == "sqlite" and path.exists():
-                wal = path.with_name(path.name + "-wal")  # rows not yet checkpointed into the file
-                size = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-                print(f"  database {size / 2**20:,.0f} MiB, {size / runs / 1024:.1f} KiB per run")
-        report(figures, cpus[ROOT])
-        if args.baseline:
-            print(f"\nbaseline {args.baseline}:")
-            report(baseline, cpus[roots[-1]])
+            per_run[runs] = _size(url) / runs / 1024
+            print(f"  {runs:,} runs timed; database {per_run[runs] * runs / 1024:,.0f} MiB, "
+                  f"{per_run[runs]:.1f} KiB per run")
         if not args.no_import:
-            value = import_log(work, 1)
-            print(f"import 64 MB log    {value if isinstance(value, str) else f'{value:.2f} s'} (goal < 2 s)")
+            for root, value in zip(roots, import_log(work, args.repeat, roots)):
+                figures[root][sizes[-1]]["import 64 MB log"] = value
+                cpus[root][sizes[-1]]["import 64 MB log"] = min(CPU.get(f"{root} " + " ".join(
+                    orch(f"sqlite:///{work / f'import-{roots.index(root)}.db'}", "import", str(work / "server.log"))),
+                    [0.0]))
+        report(figures, cpus, roots, per_run)
 
 
-def report(figures: dict[int, dict[str, float | str]], cpus: dict[int, dict[str, float]]) -> None:
-    """Per command and size: wall seconds (CPU seconds: on a busy machine the wall clock also counts
-    waiting for a core), the growth from the first size to the last, the goal."""
-    sizes = sorted(figures)
-    print(f"\n{'command':18} " + " ".join(f"{f'{n:,} wall (cpu)':>20}" for n in sizes) + "     growth   goal")
-    for name in figures[sizes[0]]:
-        values = [figures[n].get(name) for n in sizes]
-        cells = " ".join(f"{f'{v:.3f}s ({cpus[n][name]:.3f}s)':>20}" if isinstance(v, float) else f"{'err':>20}"
-                         for n, v in zip(sizes, values))
-        first, last = values[0], values[-1]
-        growth = f"{last / first:8.2f}x" if isinstance(first, float) and isinstance(last, float) else " " * 9
-        print(f"{name:18} {cells} {growth}  < {GOALS.get(name, 0.5)} s")
+def _held(url: str) -> int | None:
+    """How many runs the SQLite database at `url` holds (None: no such file yet), read only."""
+    import sqlite3
+
+    path = Path(url.removeprefix("sqlite:///"))
+    if not url.startswith("sqlite:///") or not path.exists():
+        return None
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM run").fetchone()[0])
+
+
+def _size(url: str) -> float:
+    """The SQLite file's bytes with its WAL (rows not yet checkpointed into the file); 0 for others."""
+    path = Path(url.removeprefix("sqlite:///"))
+    if not url.startswith("sqlite:///") or not path.exists():
+        return 0.0
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def report(figures: dict[Path, dict[int, dict[str, float | str]]], cpus: dict[Path, dict[int, dict[str, float]]],
+           roots: tuple[Path, ...], per_run: dict[int, float]) -> None:
+    """Per command: wall seconds (CPU seconds: on a busy machine the wall clock also counts waiting
+    for a core) at each size, the growth from the first size to the last, the goal, the largest
+    size's figure against the goal, and with a baseline its figure there and the speed-up."""
+    ours = figures[ROOT]
+    sizes = sorted(ours)
+    last = sizes[-1]
+
+    def cell(value: float | str | None, cpu: float | None) -> str:
+        return f"{value:.3f}s ({cpu:.2f}s)" if isinstance(value, float) else "-" if value is None else "err"
+
+    header = f"{'command':18} " + " ".join(f"{f'{n:,} wall (cpu)':>19}" for n in sizes)
+    header += f" {'growth':>7} {'goal':>7} {'x goal':>7}"
+    if len(roots) > 1:
+        header += f" {f'baseline {last:,}':>21} {'faster':>7}"
+    print("\n" + header)
+    names = list(dict.fromkeys(name for n in sizes for name in ours[n]))
+    for name in names:
+        values = [ours[n].get(name) for n in sizes]
+        line = f"{name:18} " + " ".join(f"{cell(v, cpus[ROOT][n].get(name)):>19}" for n, v in zip(sizes, values))
+        first, final = values[0], values[-1]
+        goal = GOALS.get(name, 0.5)
+        growth = f"{final / first:6.2f}x" if isinstance(first, float) and isinstance(final, float) else ""
+        against = f"{final / goal:6.2f}x" if isinstance(final, float) else ""
+        line += f" {growth:>7} {f'< {goal:g} s':>7} {against:>7}"
+        if len(roots) > 1:
+            theirs = figures[roots[-1]][last].get(name)
+            faster = f"{theirs / final:6.2f}x" if isinstance(theirs, float) and isinstance(final, float) else ""
+            line += f" {cell(theirs, cpus[roots[-1]][last].get(name)):>21} {faster:>7}"
+        print(line)
+    print("database per run: " + ", ".join(f"{per_run[n]:.1f} KiB at {n:,} runs" for n in sizes if n in per_run))
+    if len(roots) > 1:
+        print(f"baseline: {roots[-1]}")
 
 
 if __name__ == "__main__":
