@@ -206,3 +206,30 @@ def test_ls_json_lines_are_the_encoders_text_of_any_value():
              "params": {"p": 1.5, "q": [1, None]}, "metrics": metrics}
     assert listing.json_text([run], {7: metrics}) == "[\n" + compact(whole) + "\n]\n"
     assert listing.json_text([run], {}) == "[\n" + compact({**whole, "metrics": {}}) + "\n]\n"
+
+
+def test_ls_json_of_identities_sqlite_makes_is_byte_identical(url, tmp_path):
+    """`orch ls --json` without --where and --sort takes each run's identity from SQLite's
+    json_object: the same bytes as written field by field here, also for text SQLite would write
+    otherwise (UTF-8, a backslash); PostgreSQL makes none (None: the lines are written here)."""
+    from orchestrator.cli import listing
+
+    def both(at: str, **filters):
+        reader = reading.open_url(at)
+        chosen = {"experiment": None, "status": None, "host": None, "user": None, **filters}
+        rows = queries.listed_runs(reader, decode=False, limit=50, **chosen)
+        return listing.json_listing(reader, chosen, 50), listing.json_text(rows, queries.run_metrics(
+            reader, [r.id for r in rows]))
+
+    made, written = both(url)
+    assert made == (written if url.startswith("sqlite") else None)
+    if not url.startswith("sqlite"):
+        return
+    assert both(url, experiment="sweep", status="failed")[0] == both(url, experiment="sweep", status="failed")[1]
+    odd = f"sqlite:///{tmp_path / 'odd.db'}"
+    store = Store(odd)
+    store.add(Run(uid="ü\\1", experiment="e", variant="v\"q", host="h", status="succeeded", repeat=0, params={"ü": 1},
+                  env={}, command="", flags=["ü"], controller="c", username="zoë", spec={}))
+    made, written = both(odd)
+    assert made == written and "\\u00fc" in made
+    assert both(f"sqlite:///{tmp_path / 'none.db'}") == ("[]\n", "[]\n")

@@ -79,6 +79,28 @@ def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
     return "[\n" + ",\n".join(lines) + "\n]\n"
 
 
+def json_listing(store: Any, filters: dict[str, Any], limit: int | None) -> str | None:
+    """`json_text` of the runs `filters` and `limit` choose (no --where, no --sort), each run's
+    identity made by the database (queries.listed_heads); None where it makes none (PostgreSQL).
+    An identity with other than plain ASCII text (SQLite writes UTF-8 and its own escapes) is
+    written again here, as the encoder writes it."""
+    from orchestrator.store import queries
+
+    heads = queries.listed_heads(store, limit=limit, **filters)
+    if heads is None:
+        return None
+    if not heads:
+        return "[]\n"
+    metrics = queries.run_metrics(store, [run_id for run_id, _, _ in heads])
+    lines = []
+    for run_id, head, params in heads:
+        if not head.isascii() or "\\" in head:
+            head = _compact(json.loads(head))
+        params = params if isinstance(params, str) else _compact(params)
+        lines.append(f'{head[:-1]},"params":{params},"metrics":{_object(metrics.get(run_id))}}}')
+    return "[\n" + ",\n".join(lines) + "\n]\n"
+
+
 _compact = json.JSONEncoder(default=str, separators=(",", ":")).encode  # one encoder: json.dumps makes one a call
 _KEYS: dict[str, str] = {}  # a metric name -> its JSON key and colon (a listing names a few dozen, a million times)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from .reading import CHUNK, SUCCEEDED, columns, decoded, of
 
-__all__ = ["CHUNK", "LISTED", "comparable_runs", "experiments", "hosts", "listed_runs", "metric_names", "run_metrics",
-           "run_patches", "status_counts"]
+__all__ = ["CHUNK", "LISTED", "comparable_runs", "experiments", "hosts", "listed_heads", "listed_runs", "metric_names",
+           "run_metrics", "run_patches", "status_counts"]
 
 LISTED = ("id", "uid", "experiment", "variant", "host", "status", "username", "flags", "params", "started_at",
           "ended_at")
@@ -95,6 +95,36 @@ def run_patches(source: Any, run_ids: list[int]) -> dict[int, list[tuple[str, st
     return found
 
 
+# A listed run's identity as `orch ls --json` writes it, made by SQLite (its json_object): the keys
+# of cli/listing.py's lines in their order
+HEAD = ("json_object('id', id, 'uid', uid, 'experiment', experiment, 'variant', variant, 'host', host, 'status', "
+        "status, 'user', username, 'flags', json(flags), 'started_at', started_at, 'ended_at', ended_at)")
+
+
+def listed_heads(source: Any, experiment: str | None = None, status: str | None = None, host: str | None = None,
+                 user: str | None = None, limit: int | None = None) -> list[tuple[int, str, Any]] | None:
+    """The runs listed_runs lists, each as (id, its identity as one JSON object made by the
+    database, params as stored), oldest first: 100,000 runs in 1.0 s instead of 1.6 s as rows
+    written out here. None on PostgreSQL (its JSON objects are spelled otherwise)."""
+    reader = of(source)
+    if reader.kind != "sqlite":
+        return None
+    found = reader.rows(*_listing(f"id, {HEAD}, params", experiment, status, host, user, limit))
+    found.reverse()
+    return found
+
+
+def _listing(selected: str, experiment: str | None, status: str | None, host: str | None, user: str | None,
+             limit: int | None) -> tuple[str, list[Any]]:
+    """The query of the runs to list, newest first, and its values."""
+    filters = [(column, value) for column, value in (("experiment", experiment), ("status", status), ("host", host),
+                                                     ("username", user)) if value]
+    where = " AND ".join(f'"{column}" = ?' for column, _ in filters)
+    sql = (f"SELECT {selected} FROM run" + (f" WHERE {where}" if where else "") + " ORDER BY id DESC"
+           + (" LIMIT ?" if limit else ""))
+    return sql, [value for _, value in filters] + ([limit] if limit else [])
+
+
 def listed_runs(source: Any, experiment: str | None = None, status: str | None = None, host: str | None = None,
                 user: str | None = None, limit: int | None = None, decode: bool = True) -> list[Any]:
     """Runs oldest first (the newest `limit` of them when given), filtered by experiment, status,
@@ -102,12 +132,7 @@ def listed_runs(source: Any, experiment: str | None = None, status: str | None =
     names: never a run's spec, env or launch script (100,000 runs: 1.6 s instead of 4.9 s for whole runs).
     Without `decode`, params stay as the database gives them: JSON text from SQLite, for output
     that writes them as JSON (decoding 100,000 runs' params costs a second)."""
-    filters = [(column, value) for column, value in (("experiment", experiment), ("status", status), ("host", host),
-                                                     ("username", user)) if value]
-    where = " AND ".join(f'"{column}" = ?' for column, _ in filters)
-    sql = (f"SELECT {columns(LISTED)} FROM run" + (f" WHERE {where}" if where else "") + " ORDER BY id DESC"
-           + (" LIMIT ?" if limit else ""))
-    found = of(source).rows(sql, [value for _, value in filters] + ([limit] if limit else []))
+    found = of(source).rows(*_listing(columns(LISTED), experiment, status, host, user, limit))
     flags, params = LISTED.index("flags"), LISTED.index("params")
     rows = []
     for row in reversed(found):
