@@ -79,9 +79,10 @@ def judge(store: Store, run: Run, accept_lens: list[Measure]) -> tuple[list[str]
     return flags, notes
 
 
-def store_log(store: Store, run: Run, log: bytes, report: LogReport) -> None:
-    """The log and what was read from it once: its series and its debug lines."""
-    store.save_log(run, log)  # the store hides the run's secrets in all it writes
+def store_log(store: Store, run: Run, log: bytes, report: LogReport, packed: tuple[int, bytes] | None = None) -> None:
+    """The log and what was read from it once: its series and its debug lines (`packed`: the
+    log as Store.pack_log made it already)."""
+    store.save_log(run, log, packed=packed)  # the store hides the run's secrets in all it writes
     # tens of thousands of rows for a long log: written as column values in one INSERT each
     store.add_children(SeriesRow, [{"run_id": run.id, "kind": p.kind, "seq": p.seq, "time": p.time,
                                     "values": dict(p.values)} for p in report.series])

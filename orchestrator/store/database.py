@@ -254,18 +254,27 @@ class Store:
     def event(self, run: Run, kind: str, message: str) -> None:
         self.add(EventRow(run_id=run.id, kind=kind, message=message))
 
-    def save_log(self, run: Run, data: bytes, node: int = 0, host: str = "") -> None:
+    def save_log(self, run: Run, data: bytes, node: int = 0, host: str = "",
+                 packed: tuple[int, bytes] | None = None) -> None:
+        """The run's log (of node `node`), its secrets hidden; `packed`: `pack_log(data)` made
+        already (while the log was being read)."""
         if node:
             return self._save_node_log(run, data, node, host)
+        size, blob = packed or self.pack_log(data)
         with self.session() as s:
             existing = s.get(LogRow, run.id)
             if existing:
                 s.delete(existing)
                 s.flush()
-            data = scrub(data, self.secrets)
-            level = 6 if len(data) < FAST_COMPRESSION_FROM else 1  # a 64 MB log: 0.3 s instead of 0.9 s, 30 % larger
-            s.add(LogRow(run_id=run.id, size=len(data), data=zlib.compress(data, level)))
+            s.add(LogRow(run_id=run.id, size=size, data=blob))
             s.commit()
+
+    def pack_log(self, data: bytes) -> tuple[int, bytes]:
+        """A log as save_log stores it: its size and its compressed bytes, the run's secrets hidden.
+        zlib lets go of the interpreter while it works: another thread may read the log meanwhile."""
+        data = scrub(data, self.secrets)
+        level = 6 if len(data) < FAST_COMPRESSION_FROM else 1  # a 64 MB log: 0.3 s instead of 0.9 s, 30 % larger
+        return len(data), zlib.compress(data, level)
 
     def _save_node_log(self, run: Run, data: bytes, node: int, host: str) -> None:
         with self.session() as s:
