@@ -24,9 +24,12 @@ def install() -> None:
     original = getattr(typer.core, "build_runtime_param", None)
     if original is None or getattr(original, "plain", False):
         return
-    from typer._click.exceptions import BadParameter
-    from typer._coercion import RuntimeParam
-    from typer._param_types import coerce_cli_path
+    try:  # typer's own modules of 0.29; a release that moved them converts as it always did
+        from typer._click.exceptions import BadParameter
+        from typer._coercion import RuntimeParam
+        from typer._param_types import coerce_cli_path
+    except ImportError:
+        return
 
     def number(kind: type, noun: str) -> Callable[[Any], Any]:
         def convert(value: Any) -> Any:
