@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 from orchestrator import engines
@@ -197,3 +199,79 @@ def test_server_args_dict_values_are_read_as_literals_never_run():
                                  "graphs": {"decode": {"max_bs": 8}}, "hook": "__import__('os').system('false')",
                                  "note": "a, b"}
     assert server_args("{'model_path': 'm'}") == {"model_path": "m"}
+
+
+# --- the write path into a database already at this orch's schema: plain DB-API, the same rows ---
+
+MASKED = {"uid", "started_at", "ended_at", "at"}  # made afresh by each import
+
+
+def _rows(path: Path) -> dict[str, list[tuple]]:
+    """Every row of every table, the columns an import makes afresh left out."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        found = {}
+        for table in tables:
+            cursor = db.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            keep = [i for i, d in enumerate(cursor.description) if d[0] not in MASKED]
+            found[table] = [tuple(row[i] for i in keep) for row in cursor]
+    return found
+
+
+@pytest.mark.parametrize("log", [FIXTURES / "sglang_eagle3_debug.log", FIXTURES / "cuda_oom.log",
+                                 FIXTURES / "server_args_dict.log",
+                                 Path(__file__).parent / "fixtures" / "vllm" / "spec_0.10.1.1.log"])
+def test_an_import_through_plain_db_api_stores_the_rows_the_store_does(tmp_path, log):
+    from orchestrator.run import logimport
+    from orchestrator.store import importing
+    from orchestrator.store.database import Store
+
+    through_store, plain = tmp_path / "store.db", tmp_path / "plain.db"
+    Store(f"sqlite:///{plain}").engine.dispose()  # made at this schema: the next import takes the plain path
+    assert isinstance(logimport.writer(f"sqlite:///{through_store}"), logimport._Through)  # fresh: through the store
+    assert isinstance(logimport.writer(f"sqlite:///{plain}"), importing.Writer)
+    for db, sink in ((through_store, logimport._Through), (plain, logimport.writer)):
+        for _ in range(2):  # a second run: ids and rows after another's
+            done = logimport.record(sink(f"sqlite:///{db}"), logimport.read_local(log), None, {"draft_step": 12000},
+                                    None, DEFAULT_DEBUG_PATTERN)
+    assert _rows(plain) == _rows(through_store)
+    found = _rows(plain)
+    assert len(found["run"]) == 2 and found["logrow"] and found["metricrow"] and done.run_id == 2
+
+
+def test_the_plain_write_path_declares_the_models_columns_and_defaults():
+    from orchestrator.store import importing
+    from orchestrator.store.database import DebugRow, EventRow, LogRow, MetricRow, Run, SeriesRow
+
+    for model in (Run, MetricRow, DebugRow, SeriesRow, EventRow, LogRow):
+        table = model.__table__  # type: ignore[attr-defined]
+        declared = importing.COLUMNS[table.name]
+        columns = [c for c in table.columns if not (c.primary_key and c.name == "id")]
+        assert list(declared) == [c.name for c in columns], table.name
+        for column in columns:  # the model's defaults are its fields' (pydantic's), not the columns'
+            default, field = declared[column.name], model.model_fields[column.name]
+            if field.is_required():
+                assert default is importing.REQUIRED, (table.name, column.name)
+            elif field.default_factory is not None:
+                assert callable(default) and type(default()) is type(field.default_factory()), (table.name, column.name)
+            else:
+                assert default == field.default and type(default) is type(field.default), (table.name, column.name)
+
+
+def test_orch_import_into_a_database_at_this_schema_imports_no_sqlalchemy(tmp_path):
+    """The real command into a database the store made: it writes through plain DB-API, without the
+    store's libraries."""
+    from orchestrator.store.database import Store
+
+    log = FIXTURES / "sglang_eagle3_debug.log"
+    Store(f"sqlite:///{tmp_path / 'orch.db'}").engine.dispose()
+    probe = ("import sys, runpy; sys.argv = ['orch', 'import', sys.argv[1]]\n"
+             "try: runpy.run_module('orchestrator.cli', run_name='__main__')\n"
+             "except SystemExit as exc: code = exc.code\n"
+             "print('loaded:', sorted(m for m in ('sqlalchemy', 'sqlmodel', 'pydantic') if m in sys.modules), code)")
+    env = {**os.environ, "ORCH_DB": f"sqlite:///{tmp_path / 'orch.db'}", "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", probe, str(log)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert "loaded: [] 0" in done.stdout and "run 1 (" in done.stdout, done.stdout + done.stderr

@@ -12,7 +12,7 @@ from orchestrator.core import inventory as inventories, spec as specs
 from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
 from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
-from . import SET_HELP, _load, _store, app, dumps, settings
+from . import SET_HELP, _load, app, dumps, settings
 
 
 @app.command()
@@ -48,12 +48,11 @@ def import_log(
     debug_pattern: str = typer.Option(DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
-    from orchestrator.store.database import SUCCEEDED
-
     from orchestrator.run import logimport
+    from orchestrator.store.reading import SUCCEEDED
 
     source = _log_source(log, debug_pattern, logimport)
-    done = logimport.record(_store(), source, name, logimport.parse_params(params), host, debug_pattern)
+    done = logimport.record(logimport.writer(settings.db), source, name, logimport.parse_params(params), host, debug_pattern)
     ui.imported(done)
     raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
 

@@ -9,13 +9,11 @@ from typing import Any
 
 from orchestrator.core import spec as specs
 from orchestrator.core.spec import RunPlan, Workload
-from orchestrator.engines.base import HEADLINE, LogReport, Measure, Measures, WorkloadResult
+from orchestrator.engines.base import HEADLINE, LogReport, Measures, WorkloadResult
 from orchestrator.remote.reconnecting import Reconnection
 from orchestrator.run import workload
 from orchestrator.store.database import DebugRow, EventRow, HistogramRow, MetricRow, RequestRow, Run, SeriesRow, Store
-
-REJECTED_AT_OR_BELOW = 1.05
-DISAGREEMENT = 0.05
+from orchestrator.run.logrows import debug_values, judge, series_values  # shared with `orch import`
 
 
 def workload_metrics(result: WorkloadResult) -> dict[str, Any]:
@@ -59,35 +57,13 @@ def record(store: Store, run: Run, metrics: dict[str, Any], measures: Measures) 
     return judge(store, run, headlines)
 
 
-def judge(store: Store, run: Run, accept_lens: list[Measure]) -> tuple[list[str], list[str]]:
-    """A headline at or below REJECTED_AT_OR_BELOW flags the draft as rejected; a source far from the
-    headline is a warning."""
-    flags: list[str] = []
-    notes: list[str] = []
-    first = accept_lens[0] if accept_lens else None
-    headline = first.value if first else None
-    if headline is not None and headline <= REJECTED_AT_OR_BELOW:
-        flags.append("draft-rejected")
-        notes.append(f"accept length {headline:.2f}: the target accepts almost no draft tokens; run `orch check` on the experiment")
-    for measure in accept_lens[1:]:
-        other = measure.value
-        if first and headline and other and abs(other - headline) / headline > DISAGREEMENT:
-            store.event(run, "warning", f"accept length sources disagree: {first.source} {headline:.2f} vs "
-                                        f"{measure.source} {other:.2f}")
-            notes.append(f"warning: accept length sources disagree ({headline:.2f} vs {other:.2f})")
-            break
-    return flags, notes
-
-
 def store_log(store: Store, run: Run, log: bytes, report: LogReport, packed: tuple[int, bytes] | None = None) -> None:
     """The log and what was read from it once: its series and its debug lines (`packed`: the
     log as Store.pack_log made it already)."""
     store.save_log(run, log, packed=packed)  # the store hides the run's secrets in all it writes
     # tens of thousands of rows for a long log: written as column values in one INSERT each
-    store.add_children(SeriesRow, [{"run_id": run.id, "kind": p.kind, "seq": p.seq, "time": p.time,
-                                    "values": dict(p.values)} for p in report.series])
-    store.add_children(DebugRow, [{"run_id": run.id, "seq": i, "text": d.text, "fields": d.fields}
-                                  for i, d in enumerate(report.debug_lines)])
+    store.add_children(SeriesRow, series_values(run.id, report))
+    store.add_children(DebugRow, debug_values(run.id, report))
 
 
 def series_rows(run_id: int, report: LogReport) -> list[SeriesRow]:

@@ -16,14 +16,13 @@ from sqlalchemy import JSON, Column, Index, LargeBinary, event
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from . import schema
+from . import importing, schema
 from orchestrator.core.clock import now
 from orchestrator.core.secrets import scrub
 from orchestrator.errors import StoreError
 
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
-FAST_COMPRESSION_FROM = 16 * 2**20  # logs from this size (bytes) are compressed at zlib's fastest level
 
 
 def current_user() -> str:
@@ -270,11 +269,9 @@ class Store:
             s.commit()
 
     def pack_log(self, data: bytes) -> tuple[int, bytes]:
-        """A log as save_log stores it: its size and its compressed bytes, the run's secrets hidden.
-        zlib lets go of the interpreter while it works: another thread may read the log meanwhile."""
-        data = scrub(data, self.secrets)
-        level = 6 if len(data) < FAST_COMPRESSION_FROM else 1  # a 64 MB log: 0.3 s instead of 0.9 s, 30 % larger
-        return len(data), zlib.compress(data, level)
+        """A log as save_log stores it: its size and its compressed bytes (importing.pack, as `orch
+        import` stores it), the run's secrets hidden."""
+        return importing.pack(scrub(data, self.secrets))
 
     def _save_node_log(self, run: Run, data: bytes, node: int, host: str) -> None:
         with self.session() as s:

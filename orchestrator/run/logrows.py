@@ -1,0 +1,43 @@
+"""What the one reading of a server log becomes in the store, as plain column values, and the
+judging of a run's accept length: shared by the collection of a run (collect.py) and `orch import`,
+which writes without the store's models (store/importing.py) and so imports nothing of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.engines.base import LogReport, Measure
+
+REJECTED_AT_OR_BELOW = 1.05
+DISAGREEMENT = 0.05
+
+
+def judge(store: Any, run: Any, accept_lens: list[Measure]) -> tuple[list[str], list[str]]:
+    """A headline at or below REJECTED_AT_OR_BELOW flags the draft as rejected; a source far from the
+    headline is a warning (`store.event`: the store's, or the import's writer's)."""
+    flags: list[str] = []
+    notes: list[str] = []
+    first = accept_lens[0] if accept_lens else None
+    headline = first.value if first else None
+    if headline is not None and headline <= REJECTED_AT_OR_BELOW:
+        flags.append("draft-rejected")
+        notes.append(f"accept length {headline:.2f}: the target accepts almost no draft tokens; run `orch check` on the experiment")
+    for measure in accept_lens[1:]:
+        other = measure.value
+        if first and headline and other and abs(other - headline) / headline > DISAGREEMENT:
+            store.event(run, "warning", f"accept length sources disagree: {first.source} {headline:.2f} vs "
+                                        f"{measure.source} {other:.2f}")
+            notes.append(f"warning: accept length sources disagree ({headline:.2f} vs {other:.2f})")
+            break
+    return flags, notes
+
+
+def series_values(run_id: int, report: LogReport) -> list[dict[str, Any]]:
+    """The log's series points as SeriesRow column values."""
+    return [{"run_id": run_id, "kind": p.kind, "seq": p.seq, "time": p.time, "values": dict(p.values)}
+            for p in report.series]
+
+
+def debug_values(run_id: int, report: LogReport) -> list[dict[str, Any]]:
+    """The log's debug lines as DebugRow column values."""
+    return [{"run_id": run_id, "seq": i, "text": d.text, "fields": d.fields} for i, d in enumerate(report.debug_lines)]
