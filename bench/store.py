@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import func, insert, select  # noqa: E402
 
+from orchestrator.store import metricjson  # noqa: E402
 from orchestrator.store.database import DebugRow, LogRow, MetricRow, Run, SeriesRow, Store  # noqa: E402
 
 EXPERIMENT_RUNS = 1000  # runs per experiment: `compare` and `report` read one of them
@@ -111,6 +112,7 @@ def fill(store: Store, upto: int) -> float:
             for table in (Run, MetricRow, SeriesRow, DebugRow, LogRow):
                 columns = set(table.__table__.c.keys())  # type: ignore[attr-defined]
                 conn.execute(insert(table), [{k: v for k, v in row.items() if k in columns} for row in batch[table]])
+            metricjson.refresh(conn, [row["id"] for row in batch[Run]])  # as every write of metric rows does
         print(f"  filled {min(first + BATCH - 1, upto):,} runs ({time.perf_counter() - start:.0f} s)",
               end="\r", flush=True)
     print()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import StoreError
-from orchestrator.store import database, queries, reading, records, schema
+from orchestrator.store import database, metricjson, queries, reading, records, schema
 from orchestrator.store.database import (CheckpointRow, DebugRow, EventRow, FindingRow, HistogramRow, MetricRow,
                                          PatchRow, RequestRow, Run, SeriesRow, Store)
 from test_schema import OLD_RUN
@@ -228,8 +228,42 @@ def test_ls_json_of_identities_sqlite_makes_is_byte_identical(url, tmp_path):
     assert both(url, experiment="sweep", status="failed")[0] == both(url, experiment="sweep", status="failed")[1]
     odd = f"sqlite:///{tmp_path / 'odd.db'}"
     store = Store(odd)
-    store.add(Run(uid="ü\\1", experiment="e", variant="v\"q", host="h", status="succeeded", repeat=0, params={"ü": 1},
-                  env={}, command="", flags=["ü"], controller="c", username="zoë", spec={}))
+    odd_run = Run(uid="ü\\1", experiment="e", variant="v\"q", host="h", status="succeeded", repeat=0, params={"ü": 1},
+                  env={}, command="", flags=["ü"], controller="c", username="zoë", spec={})
+    store.add(odd_run)
+    store.add(*(MetricRow(run_id=odd_run.id, name=name, value=value) for name, value in ODD_METRICS.items()))
     made, written = both(odd)
     assert made == written and "\\u00fc" in made
     assert both(f"sqlite:///{tmp_path / 'none.db'}") == ("[]\n", "[]\n")
+
+
+ODD_METRICS = {"nan": float("nan"), "inf": float("inf"), "-inf": -float("inf"), "ü": 0.1 + 0.2, "none": None, "int": 3,
+               "big": 1e22, "tiny": 5e-324, "neg0": -0.0}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_each_runs_stored_metrics_text_is_the_one_its_rows_make(kind, tmp_path, request):
+    """Every write of metric rows (one by one, in bulk, a later row of a name) leaves the run's
+    stored metrics text (what `orch ls --json` writes) exactly the encoder's text of the metrics
+    read from its rows: NaN, infinities, nulls, non-ASCII names, floats by repr, ints as the
+    database gives them back; a run without metrics holds none."""
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp_path / 'orch.db'}"
+    else:
+        url = request.getfixturevalue("postgres").database("t_metrics_text")
+    store = Store(url)
+    runs = [Run(uid=f"m{n}", experiment="e", variant="v", host="h") for n in range(3)]
+    store.add(*runs)
+    store.add(*(MetricRow(run_id=runs[0].id, name=name, value=value) for name, value in ODD_METRICS.items()))
+    store.add(MetricRow(run_id=runs[0].id, name="int", value=99.0), MetricRow(run_id=runs[0].id, name="last", value=1.0))
+    store.add_children(MetricRow, [{"run_id": runs[1].id, "name": "third", "value": 1 / 3, "source": "", "note": ""},
+                                   {"run_id": runs[1].id, "name": "third", "value": 0.5, "source": "", "note": ""}])
+    reader = reading.open_url(url)
+    ids = [r.id for r in runs]
+    from_rows = queries.run_metrics(reader, ids)
+    stored = dict(reader.rows("SELECT id, metrics_json FROM run"))
+    compact = json.JSONEncoder(default=str, separators=(",", ":")).encode
+    assert stored == {i: compact(from_rows[i]) if i in from_rows else None for i in ids}
+    assert stored[ids[0]] == metricjson.object_text(from_rows[ids[0]])
+    assert list(from_rows[ids[0]]) == [*ODD_METRICS, "last"] and from_rows[ids[0]]["int"] == 3.0
+    assert json.loads(stored[ids[1]]) == {"third": 1 / 3} and stored[ids[2]] is None

@@ -110,6 +110,28 @@ def test_an_older_schema_gains_the_new_columns_and_indexes(url):
     engine.dispose()
 
 
+def test_an_upgrade_makes_each_runs_metrics_text_from_its_rows(url):
+    """A database of schema 2 (no metrics text) gains each run's text, made from its metric rows
+    (the first row of each name), as every write of metric rows makes it; a run without any: NULL."""
+    store = Store(url)
+    measured, bare = run("measured"), run("bare")
+    store.add(measured, bare)
+    store.add(MetricRow(run_id=measured.id, name="accept_length", value=2.5),
+              MetricRow(run_id=measured.id, name="tok_s", value=float("-inf")),
+              MetricRow(run_id=measured.id, name="accept_length", value=None, source="later"))
+    engine = create_engine(_driver_url(url))
+    with engine.begin() as conn:  # the database as an orch of schema 2 left it
+        conn.execute(text("ALTER TABLE run DROP COLUMN metrics_json"))
+        conn.execute(text(f"DELETE FROM {schema.TABLE}"))
+        conn.execute(text(f"INSERT INTO {schema.TABLE} (version) VALUES (2)"))
+    Store(url)
+    with engine.connect() as conn:
+        texts = dict(conn.execute(text("SELECT uid, metrics_json FROM run")).all())
+        assert conn.execute(text(f"SELECT max(version) FROM {schema.TABLE}")).scalar() == schema.VERSION
+    engine.dispose()
+    assert texts == {"measured": '{"accept_length":2.5,"tok_s":-Infinity}', "bare": None}
+
+
 CONTROLLER = """
 import sys
 from orchestrator.store.database import MetricRow, Run, Store

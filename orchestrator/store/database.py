@@ -16,7 +16,7 @@ from sqlalchemy import JSON, Column, Index, LargeBinary, event
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from . import importing, schema
+from . import importing, metricjson, schema
 from orchestrator.core.clock import now
 from orchestrator.core.secrets import scrub
 from orchestrator.errors import StoreError
@@ -59,6 +59,8 @@ class Run(SQLModel, table=True):
     plan_key: str | None = None  # RunPlan.key; None on runs recorded before runs carried one
     fingerprint: str | None = None  # plankey.fingerprint of the plan
     server_run_id: int | None = None  # the run that launched the server this run used (itself when it launched it)
+    # its metrics as `orch ls --json` writes them, made from its metric rows by each write of them (store/metricjson.py)
+    metrics_json: str | None = None
 
     # --resume reads (key, fingerprint, id) of an experiment's succeeded runs from this index alone
     __table_args__ = (Index("ix_run_resume", "experiment", "status", "plan_key", "fingerprint"),)
@@ -210,10 +212,15 @@ class Store:
 
     def add(self, *rows: SQLModel) -> None:
         """Write rows in one transaction; each gets its id. Nothing is read back: no column has a
-        default the database fills, so the rows already hold what was written."""
+        default the database fills, so the rows already hold what was written. Metric rows: their
+        runs' metrics text made again from the rows, in the same transaction."""
         with self.session() as s:
             for row in rows:
                 s.add(self._scrubbed(row))
+            measured = {row.run_id for row in rows if isinstance(row, MetricRow)}
+            if measured:
+                s.flush()
+                metricjson.refresh(s.connection(), measured)
             s.commit()
 
     def add_children(self, table: type[SQLModel], rows: list[dict[str, Any]]) -> None:
@@ -238,6 +245,8 @@ class Store:
             by_column.append(list(map(json.dumps, column)) if name in encoded else column)
         with self.engine.begin() as conn:
             conn.exec_driver_sql(sql, list(zip(*by_column)))
+            if table is MetricRow:  # their runs' metrics text, in the same transaction (as `add`)
+                metricjson.refresh(conn, {row["run_id"] for row in rows})
 
     def update_run(self, run: Run, **changes: Any) -> Run:
         with self.session() as s:

@@ -22,7 +22,7 @@ from typing import Any
 
 from orchestrator.errors import StoreError
 
-VERSION = 2  # store/schema.py's VERSION (tests/test_reading.py holds them equal)
+VERSION = 3  # store/schema.py's VERSION (tests/test_reading.py holds them equal)
 SCHEMA_TABLE = "orch_schema"
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
@@ -31,7 +31,7 @@ CHUNK = 900  # run ids per IN (...) list: under every database's limit on bound 
 # The Run table's columns, as store/database.py declares them (tests/test_reading.py holds them equal)
 RUN_COLUMNS = ("id", "uid", "experiment", "variant", "host", "status", "repeat", "spec_path", "spec", "params", "env",
                "command", "flags", "error", "diagnosis", "controller", "username", "started_at", "ended_at",
-               "plan_key", "fingerprint", "server_run_id")
+               "plan_key", "fingerprint", "server_run_id", "metrics_json")
 JSON_COLUMNS = frozenset({"spec", "params", "env", "flags", "diagnosis", "fields", "values", "counts", "itl_ms",
                           "transforms"})
 RunRow = namedtuple("RunRow", RUN_COLUMNS)  # type: ignore[misc]  # a run as Store.get returns it, as plain data

@@ -17,9 +17,11 @@ from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError
 from sqlmodel import SQLModel
 
+from . import metricjson
 from orchestrator.errors import StoreError
 
-VERSION = 2  # 1: before the schema carried a version; 2: versioned, columns added in place
+VERSION = 3  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json
+METRICS_TEXT_FROM = 3  # the first version whose runs carry their metrics as text: older ones get it made
 TABLE = "orch_schema"
 ATTEMPTS = 8
 RACE_ERRORS = (OperationalError, IntegrityError, ProgrammingError)
@@ -55,6 +57,8 @@ def _prepare_once(engine: Engine, url: str) -> None:
         _backup(engine, url, found)
     SQLModel.metadata.create_all(engine)
     _add_missing_columns(engine)
+    if found is not None and found < METRICS_TEXT_FROM:
+        _backfill_metrics_text(engine)
     _store_version(engine)
 
 
@@ -91,6 +95,15 @@ def _add_missing_columns(engine: Engine) -> None:
             for index in table.indexes:
                 if index.name not in indexes:
                     index.create(conn)
+
+
+def _backfill_metrics_text(engine: Engine) -> None:
+    """Each run's metrics text made from its metric rows (100,000 runs: 10 s, once); a run
+    whose text a controller of this orch wrote meanwhile keeps it."""
+    with engine.begin() as conn:
+        missing = [run_id for (run_id,) in conn.exec_driver_sql(
+            "SELECT DISTINCT run_id FROM metricrow WHERE run_id IN (SELECT id FROM run WHERE metrics_json IS NULL)")]
+        metricjson.refresh(conn, missing, only_missing=True)
 
 
 def _literal_default(column) -> str | None:
