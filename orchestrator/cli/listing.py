@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator.core import compare as comparing
 from orchestrator.errors import SpecError
+from orchestrator.store import metricjson
 
 
 def check(store: Any, status: str | None, sort: str | None) -> None:
@@ -81,49 +82,33 @@ def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
 
 def json_listing(store: Any, filters: dict[str, Any], limit: int | None) -> str | None:
     """`json_text` of the runs `filters` and `limit` choose (no --where, no --sort), each run's
-    identity made by the database (queries.listed_heads); None where it makes none (PostgreSQL).
-    An identity with other than plain ASCII text (SQLite writes UTF-8 and its own escapes) is
-    written again here, as the encoder writes it."""
+    line made by the database (queries.listed_lines: its identity, params as stored, the stored
+    metrics text); None where it makes none (PostgreSQL). A line with other than plain ASCII text
+    or with a backslash may hold an identity SQLite wrote otherwise than the encoder (UTF-8, its
+    own escapes): its identity is written again here."""
     from orchestrator.store import queries
 
-    heads = queries.listed_heads(store, limit=limit, **filters)
-    if heads is None:
+    lines = queries.listed_lines(store, limit=limit, **filters)
+    if lines is None:
         return None
-    if not heads:
+    if not lines:
         return "[]\n"
-    metrics = queries.run_metrics(store, [run_id for run_id, _, _ in heads])
-    lines = []
-    for run_id, head, params in heads:
-        if not head.isascii() or "\\" in head:
-            head = _compact(json.loads(head))
-        params = params if isinstance(params, str) else _compact(params)
-        lines.append(f'{head[:-1]},"params":{params},"metrics":{_object(metrics.get(run_id))}}}')
-    return "[\n" + ",\n".join(lines) + "\n]\n"
+    text = ",\n".join(lines)
+    if not text.isascii() or "\\" in text:  # a pass over all of it: most listings have no such line
+        text = ",\n".join(line if line.isascii() and "\\" not in line else _identity_again(line) for line in lines)
+    return "[\n" + text + "\n]\n"
 
 
-_compact = json.JSONEncoder(default=str, separators=(",", ":")).encode  # one encoder: json.dumps makes one a call
-_KEYS: dict[str, str] = {}  # a metric name -> its JSON key and colon (a listing names a few dozen, a million times)
+def _identity_again(line: str) -> str:
+    """A line with its identity (what comes before its params) as the encoder writes it. The first
+    `,"params":` of the line is its params' key: inside JSON text a quote that is not structural
+    is escaped."""
+    cut = line.index(',"params":')
+    return _compact(json.loads(line[:cut] + "}"))[:-1] + line[cut:]
 
 
-def _value(value: Any) -> str:
-    """One value as `_compact` writes it, the common kinds without the encoder's call."""
-    kind = value.__class__
-    if kind is str:
-        return encode_basestring_ascii(value)
-    if kind is int or value is None or (kind is float and value == value and value not in _INFINITE):
-        return "null" if value is None else repr(value)
-    if kind is list and not value:
-        return "[]"
-    return _compact(value)
-
-
-def _object(values: dict[str, Any] | None) -> str:
-    if not values:
-        return "{}"
-    keys = _KEYS  # a finite float (v - v is 0: not NaN or infinite) is the encoder's repr; the rest through _value
-    return "{" + ",".join((keys.get(k) or keys.setdefault(k, encode_basestring_ascii(k) + ":"))
-                          + (repr(v) if v.__class__ is float and v - v == 0 else _value(v))
-                          for k, v in values.items()) + "}"
+# the metrics text's own writing of every value (store/metricjson.py): a line is written as the text is made
+_compact, _value, _object = metricjson.compact, metricjson.value_text, metricjson.object_text
 
 
 def as_csv(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
@@ -146,9 +131,6 @@ def identity(r: Any) -> dict[str, Any]:
     return {"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
             "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at,
             "ended_at": r.ended_at}
-
-
-_INFINITE = (float("inf"), float("-inf"))  # the encoder writes these (and NaN) as Infinity and NaN, not repr
 
 
 def _cell(value: Any) -> Any:
