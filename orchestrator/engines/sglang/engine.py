@@ -12,10 +12,19 @@ from orchestrator.engines.base import (
     HEADLINE, Call, Diagnosis, Engine, Say, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
     SeriesPoint, ServerState, ToolCommand, WorkloadResult,
 )
-from orchestrator.remote import http
+from . import PACKAGE, VERSION_FILES, flags, imported, logs
 
-from . import PACKAGE, VERSION_FILES, client, flags, hostflags, imported, logs, rehearsal, tools
-from .client import VERIFY_STEPS, request_histogram  # the names tests and the live table read here
+# The client (and the transports under it), the host-side checks, the tools and the rehearsal are
+# imported by the methods that use them: reading a log (`orch import`) does without them (0.3 s).
+CLIENT_NAMES = ("VERIFY_STEPS", "request_histogram")  # the client's names tests and the live table read here
+
+
+def __getattr__(name: str) -> object:
+    if name in CLIENT_NAMES:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 if TYPE_CHECKING:
     from orchestrator.core.spec import PatchDef
@@ -56,10 +65,14 @@ class SglangEngine(Engine):
         return logs.host_grep_pattern(debug_pattern)
 
     async def request(self, base_url: str, call: Call) -> RequestResult:
+        from . import client
+
         return await client.request(base_url, call)
 
     async def server_state(self, base_url: str) -> ServerState:
         for endpoint in STATE_ENDPOINTS:
+            from orchestrator.remote import http
+
             status, body = await http.get(base_url + endpoint, 10.0)
             if status == 200:
                 try:
@@ -91,9 +104,13 @@ class SglangEngine(Engine):
         return VERSION_FILES
 
     async def check_launch(self, session: HostSession, script: str, template: Path, say: Say, label: str) -> None:
+        from . import hostflags
+
         await hostflags.check_launch(session.conn, session.host, session.packages, script, template, say, label)
 
     async def launch_findings(self, session: HostSession, script: str, template: Path) -> list[dict[str, str]]:
+        from . import hostflags
+
         found = await hostflags.flag_set(session.conn, session.host, session.packages)
         return hostflags.findings(flags.check(script, found) if found else [], template, script)
 
@@ -107,13 +124,19 @@ class SglangEngine(Engine):
 
     async def tool_command(self, session: HostSession, tool: str, args: Mapping[str, object], port: int,
                            result: str) -> ToolCommand:
+        from . import hostflags
+
         return await hostflags.tool_command(session.conn, session.host, session.packages, tool, dict(args), port, result)
 
     def tool_measures(self, tool: str, result: bytes) -> tuple[Measure, ...]:
+        from . import tools
+
         found = tools.find(tool)
         return tools.measures(found, f"sglang.{found.name}", result)
 
     def rehearsal(self) -> Rehearsal:
+        from . import rehearsal
+
         return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,
                          rehearsal.SIM_DIR / "make_checkpoints.py")
 
@@ -121,6 +144,8 @@ class SglangEngine(Engine):
 def verify_accept_len(result: WorkloadResult) -> float | None:
     """Token-weighted: sum(completion_tokens) / sum(spec_verify_ct). Works on 0.4.x, where
     meta_info carries only spec_verify_ct."""
+    from .client import VERIFY_STEPS
+
     verified = [r for r in result.requests if r.counts.get(VERIFY_STEPS)]
     if not verified:
         return None
