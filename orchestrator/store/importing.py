@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.clock import now
+from . import metricjson
 from .reading import JSON_COLUMNS, RUN_COLUMNS, RUNNING, SCHEMA_TABLE, VERSION, current_user
 
 FAST_COMPRESSION_FROM = 16 * 2**20  # logs from this size (bytes) are compressed at zlib's fastest level
@@ -95,13 +96,10 @@ class Writer:
         """The run's metric rows, and its metrics text made from them as the store makes it (read back:
         the text holds the values as the database keeps them)."""
         self.add("metricrow", rows)
-        if "metrics_json" in COLUMNS["run"]:
-            from . import metricjson
-
-            found = self._conn.cursor().execute(f"SELECT run_id, name, value FROM metricrow WHERE run_id = {self._mark} "
-                                                "ORDER BY id", (run.id,)).fetchall()
-            values = metricjson.first_values(found).get(run.id)
-            self.update_run(run, metrics_json=metricjson.object_text(values) if values else None)
+        found = self._conn.cursor().execute(f"SELECT run_id, name, value FROM metricrow WHERE run_id = {self._mark} "
+                                            "ORDER BY id", (run.id,)).fetchall()
+        values = metricjson.first_values(found).get(run.id)
+        self.update_run(run, metrics_json=metricjson.object_text(values) if values else None)
 
     def add_run(self, values: dict[str, Any]) -> ImportedRun:
         columns = COLUMNS["run"]
