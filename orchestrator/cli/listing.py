@@ -61,36 +61,38 @@ def _view(r: Any) -> dict[str, Any]:
     return {"variant": r.variant, **(r.params or {})}
 
 
-def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
+def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]] | None) -> str:
     """The listing as a JSON array of runs (identity, params, metrics), one run a line in compact
     form: each run stays one greppable line, and 100,000 runs print in a third of the time of
-    indented JSON. Params held as JSON text (listed_runs without decode) are written as stored.
-    Each line is written field by field, as the encoder writes it (floats by repr, text
-    ASCII-escaped): an encoder's pass over a dict per run cost 100,000 runs a second."""
+    indented JSON. Params held as JSON text (listed_runs without decode) are written as stored;
+    `metrics` None: each run's stored metrics text (listed_runs with metrics_text). Each line is
+    written field by field, as the encoder writes it (floats by repr, text ASCII-escaped): an
+    encoder's pass over a dict per run cost 100,000 runs a second."""
     if not rows:
         return "[]\n"
     lines = []
     text = encode_basestring_ascii  # the columns the schema holds NOT NULL text
     for r in rows:
         params = r.params if isinstance(r.params, str) else _compact(r.params)
+        measured = (r.metrics_json or "{}") if metrics is None else _object(metrics.get(r.id))
         lines.append(f'{{"id":{r.id},"uid":{text(r.uid)},"experiment":{text(r.experiment)},'
                      f'"variant":{text(r.variant)},"host":{text(r.host)},"status":{text(r.status)},'
                      f'"user":{_value(r.username)},"flags":{_value(r.flags)},"started_at":{text(r.started_at)},'
-                     f'"ended_at":{_value(r.ended_at)},"params":{params},"metrics":{_object(metrics.get(r.id))}}}')
+                     f'"ended_at":{_value(r.ended_at)},"params":{params},"metrics":{measured}}}')
     return "[\n" + ",\n".join(lines) + "\n]\n"
 
 
-def json_listing(store: Any, filters: dict[str, Any], limit: int | None) -> str | None:
+def json_listing(store: Any, filters: dict[str, Any], limit: int | None) -> str:
     """`json_text` of the runs `filters` and `limit` choose (no --where, no --sort), each run's
-    line made by the database (queries.listed_lines: its identity, params as stored, the stored
-    metrics text); None where it makes none (PostgreSQL). A line with other than plain ASCII text
-    or with a backslash may hold an identity SQLite wrote otherwise than the encoder (UTF-8, its
-    own escapes): its identity is written again here."""
+    line made by SQLite (queries.listed_lines: its identity, params as stored, the stored metrics
+    text); on PostgreSQL written here, the metrics as their stored text. A line with other than
+    plain ASCII text or with a backslash may hold an identity SQLite wrote otherwise than the
+    encoder (UTF-8, its own escapes): its identity is written again here."""
     from orchestrator.store import queries
 
     lines = queries.listed_lines(store, limit=limit, **filters)
     if lines is None:
-        return None
+        return json_text(queries.listed_runs(store, limit=limit, decode=False, metrics_text=True, **filters), None)
     if not lines:
         return "[]\n"
     text = ",\n".join(lines)

@@ -36,9 +36,8 @@ def list_runs(
     store = _reader()
     listing.check(store, status, sort)
     filters = {"experiment": experiment, "status": status, "host": host, "user": current_user() if mine else None}
-    text = listing.json_listing(store, filters, limit) if as_json and not where and not sort else None
-    if text is not None:
-        return emit(text)
+    if as_json and not where and not sort:
+        return emit(listing.json_listing(store, filters, limit))
     rows, metrics = listing.select(store, filters, parse_where(where), sort, limit, as_text=as_json)
     if as_json:
         emit(listing.json_text(rows, metrics))
