@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -191,15 +193,26 @@ def log_measures(report: logs.LogReport) -> list[Measure]:
     return found
 
 
+@functools.lru_cache(maxsize=256)
+def _ranks_text(ranks: tuple[tuple[str, int], ...]) -> str:
+    """("DP", 1), ("TP", 0) -> "DP1 TP0" (a server prints one or a few prefixes, on every line)."""
+    return " ".join(f"{name}{number}" for name, number in ranks)
+
+
 def series(report: logs.LogReport) -> list[SeriesPoint]:
     """One point per decode and per prefill log line: its named values, the ranks that printed it
     ("DP1 TP0") and any other number the line carried, under its printed name."""
     points = []
     for kind, records in (("decode", report.decode), ("prefill", report.prefill)):
+        if not records:
+            continue
+        names = [name for name in records[0]._fields if name not in ("time", "ranks", "extra", "graph")]
+        picked = operator.attrgetter(*names)  # the named values of a line in one call (a 64 MB log: 29,000 lines)
         for seq, line in enumerate(records):
-            values: dict[str, object] = {name: value for name, value in line._asdict().items()
-                                         if name not in ("time", "ranks", "extra", "graph")}
+            values: dict[str, object] = dict(zip(names, picked(line)))
             if line.ranks:
-                values["ranks"] = " ".join(f"{name}{number}" for name, number in line.ranks.items())
-            points.append(SeriesPoint(kind, seq, line.time, {**values, **line.extra}))
+                values["ranks"] = _ranks_text(tuple(line.ranks.items()))
+            if line.extra:
+                values.update(line.extra)
+            points.append(SeriesPoint(kind, seq, line.time, values))
     return points
