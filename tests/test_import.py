@@ -241,6 +241,36 @@ def test_an_import_through_plain_db_api_stores_the_rows_the_store_does(tmp_path,
     assert len(found["run"]) == 2 and found["logrow"] and found["metricrow"] and done.run_id == 2
 
 
+def test_an_import_through_plain_db_api_stores_the_rows_the_store_does_on_postgresql(postgres):
+    import psycopg
+
+    from orchestrator.run import logimport
+    from orchestrator.store import importing
+    from orchestrator.store.database import Store
+
+    through_store, plain = postgres.database("t_import_store"), postgres.database("t_import_plain")
+    Store(plain).engine.dispose()
+    assert isinstance(logimport.writer(through_store), logimport._Through)
+    for url, sink in ((through_store, logimport._Through), (plain, logimport.writer)):
+        for _ in range(2):
+            logimport.record(sink(url), logimport.read_local(FIXTURES / "sglang_eagle3_debug.log"), None, {}, None,
+                             DEFAULT_DEBUG_PATTERN)
+    assert isinstance(logimport.writer(plain), importing.Writer)
+
+    def rows(url: str) -> dict[str, list[tuple]]:
+        with psycopg.connect(url) as db:
+            tables = [name for (name,) in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = "
+                                                     "current_schema() ORDER BY tablename")]
+            found = {}
+            for table in tables:
+                cursor = db.execute(f"SELECT * FROM {table} ORDER BY 1")
+                keep = [i for i, d in enumerate(cursor.description) if d.name not in MASKED]
+                found[table] = [tuple(row[i] for i in keep) for row in cursor]
+        return found
+
+    assert rows(plain) == rows(through_store) and len(rows(plain)["seriesrow"]) == 2 * 25
+
+
 def test_the_plain_write_path_declares_the_models_columns_and_defaults():
     from orchestrator.store import importing
     from orchestrator.store.database import DebugRow, EventRow, LogRow, MetricRow, Run, SeriesRow
