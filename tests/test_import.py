@@ -229,10 +229,12 @@ def test_an_import_through_plain_db_api_stores_the_rows_the_store_does(tmp_path,
     from orchestrator.store.database import Store
 
     through_store, plain = tmp_path / "store.db", tmp_path / "plain.db"
-    Store(f"sqlite:///{plain}").engine.dispose()  # made at this schema: the next import takes the plain path
-    assert isinstance(logimport.writer(f"sqlite:///{through_store}"), logimport._Through)  # fresh: through the store
-    assert isinstance(logimport.writer(f"sqlite:///{plain}"), importing.Writer)
-    for db, sink in ((through_store, logimport._Through), (plain, logimport.writer)):
+    for url, kind in ((f"sqlite:///{plain}", importing.Writer),  # a new one: made by the store first
+                      ("sqlite://", logimport._Through)):  # a database in memory: through the store
+        made = logimport.writer(url)
+        assert isinstance(made, kind)
+        made.close()
+    for db, sink in ((through_store, lambda url: logimport._Through(Store(url))), (plain, logimport.writer)):
         for _ in range(2):  # a second run: ids and rows after another's
             done = logimport.record(sink(f"sqlite:///{db}"), logimport.read_local(log), None, {"draft_step": 12000},
                                     None, DEFAULT_DEBUG_PATTERN)
@@ -249,9 +251,7 @@ def test_an_import_through_plain_db_api_stores_the_rows_the_store_does_on_postgr
     from orchestrator.store.database import Store
 
     through_store, plain = postgres.database("t_import_store"), postgres.database("t_import_plain")
-    Store(plain).engine.dispose()
-    assert isinstance(logimport.writer(through_store), logimport._Through)
-    for url, sink in ((through_store, logimport._Through), (plain, logimport.writer)):
+    for url, sink in ((through_store, lambda url: logimport._Through(Store(url))), (plain, logimport.writer)):
         for _ in range(2):
             logimport.record(sink(url), logimport.read_local(FIXTURES / "sglang_eagle3_debug.log"), None, {}, None,
                              DEFAULT_DEBUG_PATTERN)

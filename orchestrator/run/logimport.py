@@ -107,19 +107,30 @@ async def read_remote(host: Any, path: str, debug_pattern: str) -> LogSource:
 
 
 def writer(url: str) -> Any:
-    """What an import writes through: plain DB-API when the database is already at this orch's
-    schema (no SQLAlchemy imported: 0.8 s of a 64 MB log's 3 s); else the store, which makes or
-    upgrades it first (or refuses it with one line)."""
-    return importing.open_current(url) or _Through(url)
+    """What an import writes through: plain DB-API into an SQLite file or a PostgreSQL database at
+    this orch's schema (no SQLAlchemy imported when it is so already: 0.8 s of a 64 MB log's 3 s);
+    the store makes a fresh one or upgrades an older one first (or refuses it with one line). Any
+    other database: through the store."""
+    found = importing.open_current(url)
+    if found is not None:
+        return found
+    from orchestrator.store.database import Store
+
+    store = Store(url)
+    found = importing.open_current(url)
+    if found is None:
+        return _Through(store)
+    store.engine.dispose()
+    return found
 
 
 class _Through:
     """The store's own writes, under the names of importing.Writer's."""
 
-    def __init__(self, url: str):
+    def __init__(self, store: Any):
         from orchestrator.store import database
 
-        self.db, self.store = database, database.Store(url)
+        self.db, self.store = database, store
         self.tables = {"seriesrow": database.SeriesRow, "debugrow": database.DebugRow}
 
     def pack_log(self, data: bytes) -> tuple[int, bytes]:

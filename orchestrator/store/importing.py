@@ -1,7 +1,7 @@
 """The write path of `orch import` into a database that exists at this orch's schema: plain DB-API
 (the standard library's sqlite3, or psycopg), no SQLAlchemy, SQLModel or pydantic (importing them
 was 0.8 s of the 3 s an import of a 64 MB log took). A fresh database, or one an older orch made,
-is created or upgraded by the store (store/database.py) and written through it.
+is created or upgraded by the store (store/database.py) first, then written here too.
 
 The rows are the ones the store writes: the same tables, columns and defaults (COLUMNS, held equal
 to the models by tests/test_import.py), JSON columns encoded as the store's JSON type encodes them,
