@@ -271,6 +271,28 @@ def test_an_import_through_plain_db_api_stores_the_rows_the_store_does_on_postgr
     assert rows(plain) == rows(through_store) and len(rows(plain)["seriesrow"]) == 2 * 25
 
 
+def test_an_import_into_an_older_database_upgrades_it_first(tmp_path):
+    """A database of schema 2 (before the runs' metrics text) is upgraded by the store, then written plainly."""
+    import sqlite3
+
+    from orchestrator.run import logimport
+    from orchestrator.store import importing, schema
+    from orchestrator.store.database import Store
+
+    db = tmp_path / "old.db"
+    Store(f"sqlite:///{db}").engine.dispose()
+    with sqlite3.connect(db) as conn:  # as an orch of schema 2 left it
+        conn.execute("ALTER TABLE run DROP COLUMN metrics_json")
+        conn.execute(f"UPDATE {schema.TABLE} SET version = 2")
+    assert importing.open_current(f"sqlite:///{db}") is None
+    log = logimport.read_local(FIXTURES / "sglang_eagle3_debug.log")
+    done = logimport.record(logimport.writer(f"sqlite:///{db}"), log, None, {}, None, DEFAULT_DEBUG_PATTERN)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(f"SELECT max(version) FROM {schema.TABLE}").fetchone() == (schema.VERSION,)
+        text, = conn.execute("SELECT metrics_json FROM run WHERE id = ?", (done.run_id,)).fetchone()
+    assert json.loads(text)["decode_intervals"] == 12.0
+
+
 def test_the_plain_write_path_declares_the_models_columns_and_defaults():
     from orchestrator.store import importing
     from orchestrator.store.database import DebugRow, EventRow, LogRow, MetricRow, Run, SeriesRow
