@@ -13,7 +13,9 @@ from orchestrator.engines.base import (
 )
 from orchestrator.errors import SpecError
 
-from . import client, flags, hostside, logimport, logs, preflight_run, rehearsal
+# The client (and the transports under it), the host-side reads, the preflight (numpy) and the
+# rehearsal are imported by the methods that use them: reading a log (`orch import`) does without them.
+from . import PACKAGE, VERSION_FILES, flags, logimport, logs
 
 if TYPE_CHECKING:
     from orchestrator.core.spec import PatchDef
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 class VllmEngine(Engine):
     name = "vllm"
-    package = hostside.PACKAGE
+    package = PACKAGE
     health_path = "/health"  # 200 once the API server serves (0.10.1.1 api_server.py:446)
     metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("draft_accept_rate", "draft acc", 3))
     log_tail_size = logs.TAIL_SIZE
@@ -43,13 +45,19 @@ class VllmEngine(Engine):
         return logs.host_grep_pattern(debug_pattern)
 
     async def request(self, base_url: str, call: Call) -> RequestResult:
+        from . import client
+
         return await client.complete(base_url, call)
 
     async def server_state(self, base_url: str) -> ServerState:
+        from . import client
+
         return await client.scrape(base_url)
 
     def measures(self, result: WorkloadResult, before: ServerState, after: ServerState, report: LogReport) -> Measures:
         """accept_len from /metrics over the workload (after - before), then from the log lines."""
+        from . import client
+
         delta = client.counters(after).minus(client.counters(before))
         note = "1 + delta(accepted) / delta(drafts) of vllm:spec_decode_* over the workload"
         values = [Measure(HEADLINE, delta.accept_len(), "prometheus", note if delta.found else "no spec-decode counters"),
@@ -63,9 +71,11 @@ class VllmEngine(Engine):
         return logimport.launch_of(launch_args, where)
 
     def version_files(self) -> tuple[str, ...]:
-        return hostside.VERSION_FILES
+        return VERSION_FILES
 
     async def check_launch(self, session: HostSession, script: str, template: Path, say: Say, label: str) -> None:
+        from . import hostside
+
         found = await hostside.flag_set(session)
         if found is None:
             return
@@ -76,6 +86,8 @@ class VllmEngine(Engine):
             raise SpecError(f"{session.host.name}: {lines[0]}{more}; nothing on the host was changed")
 
     async def launch_findings(self, session: HostSession, script: str, template: Path) -> list[dict[str, str]]:
+        from . import hostside
+
         found = await hostside.flag_set(session)
         problems = flags.check(script, found) if found else []
         return [{"severity": "error", "code": "flag-unknown" if p.closest or "has no flag" in p.message else "flag-value",
@@ -88,9 +100,13 @@ class VllmEngine(Engine):
                         allow: tuple[str, ...]) -> list[Finding]:
         """The EAGLE-3 checks of the run's --speculative-config against the host's vLLM source (no
         check reads a patched file: vLLM's rules live in files the demo's patches never touch)."""
+        from . import preflight_run
+
         return await preflight_run.findings_for(session, params, overlay, allow)
 
     def rehearsal(self) -> Rehearsal:
+        from . import rehearsal
+
         return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,
                          rehearsal.CHECKPOINT_MAKER)
 

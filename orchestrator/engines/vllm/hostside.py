@@ -6,10 +6,7 @@ from __future__ import annotations
 from orchestrator.core import shell
 from orchestrator.host.session import HostSession, package_dir, package_version
 
-from . import flags, source
-
-PACKAGE = "vllm"
-VERSION_FILES = ("_version.py", "version.py")  # `_version.py` is written at build time (setuptools-scm)
+from . import PACKAGE, VERSION_FILES, flags, source
 
 
 async def folder(session: HostSession) -> str | None:
