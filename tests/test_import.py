@@ -229,7 +229,7 @@ def test_an_import_through_plain_db_api_stores_the_rows_the_store_does(tmp_path,
     from orchestrator.store.database import Store
 
     through_store, plain = tmp_path / "store.db", tmp_path / "plain.db"
-    for url, kind in ((f"sqlite:///{plain}", importing.Writer),  # a new one: made by the store first
+    for url, kind in ((f"sqlite:///{plain}", importing.Writer),  # a new one: made at the schema first
                       ("sqlite://", logimport._Through)):  # a database in memory: through the store
         made = logimport.writer(url)
         assert isinstance(made, kind)
@@ -312,13 +312,38 @@ def test_the_plain_write_path_declares_the_models_columns_and_defaults():
                 assert default == field.default and type(default) is type(field.default), (table.name, column.name)
 
 
-def test_orch_import_into_a_database_at_this_schema_imports_no_sqlalchemy(tmp_path):
-    """The real command into a database the store made: it writes through plain DB-API, without the
-    store's libraries."""
+def test_a_fresh_file_is_made_at_the_schema_the_store_makes(tmp_path):
+    """The statements freshfile keeps are the models' (regenerate them with `python -m
+    orchestrator.store.freshfile` after a model changes); the store then opens the file as current
+    (no upgrade, no copy kept); a second maker finds the name taken and leaves the file alone."""
+    from orchestrator.store import freshfile
+    from orchestrator.store.database import Store
+
+    by_store, fresh = tmp_path / "store.db", tmp_path / "fresh.db"
+    Store(f"sqlite:///{by_store}").engine.dispose()
+    assert freshfile.make(fresh) and sorted(freshfile.statements_of(fresh)) == sorted(freshfile.statements_of(by_store))
+    before = fresh.read_bytes()
+    assert not freshfile.make(fresh) and fresh.read_bytes() == before
+    assert not freshfile.make(tmp_path / "no-such-folder" / "orch.db")
+    Store(f"sqlite:///{fresh}").engine.dispose()
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm")))
+    assert left == ["fresh.db", "store.db"]  # no copy kept for an upgrade, no partial file
+    import sqlite3
+
+    with sqlite3.connect(fresh) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("SELECT version FROM orch_schema").fetchall() == [(freshfile.VERSION,)]
+
+
+@pytest.mark.parametrize("made", [True, False], ids=["existing", "new"])
+def test_orch_import_into_a_database_at_this_schema_imports_no_sqlalchemy(tmp_path, made):
+    """The real command into a database the store made, or into none yet: it writes through plain
+    DB-API, without the store's libraries."""
     from orchestrator.store.database import Store
 
     log = FIXTURES / "sglang_eagle3_debug.log"
-    Store(f"sqlite:///{tmp_path / 'orch.db'}").engine.dispose()
+    if made:
+        Store(f"sqlite:///{tmp_path / 'orch.db'}").engine.dispose()
     probe = ("import sys, runpy; sys.argv = ['orch', 'import', sys.argv[1]]\n"
              "try: runpy.run_module('orchestrator.cli', run_name='__main__')\n"
              "except SystemExit as exc: code = exc.code\n"

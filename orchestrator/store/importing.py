@@ -139,10 +139,9 @@ def open_current(url: str) -> Writer | None:
     """A Writer of the database at `url` when it is an SQLite file or a PostgreSQL database already
     at this orch's schema; None for any other (fresh, older, newer, another kind of URL): the store
     makes, upgrades or refuses it."""
-    for prefix in ("sqlite:///", "sqlite+pysqlite:///"):
-        if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:") and "?" not in url:
-            path = Path(url[len(prefix):])
-            return _current(url, _sqlite(path), "sqlite", sqlite3.Error) if path.is_file() else None
+    path = sqlite_file(url)
+    if path is not None:
+        return _current(url, _sqlite(path), "sqlite", sqlite3.Error) if path.is_file() else None
     for prefix in ("postgresql://", "postgres://", "postgresql+psycopg://"):
         if url.startswith(prefix):
             try:
@@ -154,6 +153,14 @@ def open_current(url: str) -> Writer | None:
             except psycopg.Error:
                 return None  # the store says what is wrong with it
             return _current(url, connection, "postgresql", psycopg.Error)
+    return None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite URL (no options, not in memory); None for any other URL."""
+    for prefix in ("sqlite:///", "sqlite+pysqlite:///"):
+        if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:") and "?" not in url:
+            return Path(url[len(prefix):])
     return None
 
 
