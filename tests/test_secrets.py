@@ -82,3 +82,23 @@ def test_a_runs_secrets_reach_the_server_and_nothing_else(project, demo):
     launch = (run_dir / "launch.sh").read_text()
     assert TOKEN not in launch and KEY not in launch and LISTED not in launch and "HF_TOKEN" not in launch
     assert variant in record["variant"]
+
+
+def test_a_database_password_never_reaches_the_screen(tmp_path):
+    """A PostgreSQL URL with its password (in the user part or as an option) on a port nothing
+    listens on: every command's one-line error names the database with *** for the password."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    port = free_port()
+    in_user, as_option = (f"postgresql://bob:hunter2@127.0.0.1:{port}/orch",
+                          f"postgresql://bob@127.0.0.1:{port}/orch?password=hunter2&connect_timeout=5")
+    log = str(ROOT / "tests" / "fixtures" / "logs" / "cuda_oom.log")
+    for url, command in ((in_user, ["ls"]), (as_option, ["show", "1"]), (in_user, ["import", log])):
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--db", url, *command], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "COLUMNS": "400", "PYTHONPATH": str(ROOT)})
+        said = done.stdout + done.stderr
+        assert done.returncode != 0 and "hunter2" not in said and "***" in said, (command, said)

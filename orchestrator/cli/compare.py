@@ -33,12 +33,12 @@ def parse_where(items: list[str], option: str = "--where") -> dict[str, Any]:
 def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The experiment's succeeded runs matching `where`, and the count of runs left out per other status."""
     from orchestrator.store import queries
-    from orchestrator.store.reading import SUCCEEDED
+    from orchestrator.store.reading import SUCCEEDED, shown
 
     counts = queries.status_counts(store, experiment)
     if not counts:
         known = queries.experiments(store)
-        raise SpecError(f"no experiment {experiment!r} in {store.url}{comparing.did_you_mean(experiment, known)}"
+        raise SpecError(f"no experiment {experiment!r} in {shown(store.url)}{comparing.did_you_mean(experiment, known)}"
                         f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
     runs = queries.comparable_runs(store, experiment)
     comparing.check_keys(where, {k for r in runs for k in view(r)}, f"of {experiment!r}")

@@ -14,7 +14,7 @@ from orchestrator.engines.base import HEADLINE
 from orchestrator.errors import StoreError
 from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
 from orchestrator.store import queries, records
-from orchestrator.store.reading import SUCCEEDED, Reader
+from orchestrator.store.reading import SUCCEEDED, Reader, shown
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def load(store: Reader, experiment: str) -> Experiment:
     found = records.experiment_records(store, experiment, series_value=HEADLINE)
     if not found:
         known = queries.experiments(store)
-        raise StoreError(f"no runs of experiment {experiment!r} in {store.url}{comparing.did_you_mean(experiment, known)}"
+        raise StoreError(f"no runs of experiment {experiment!r} in {shown(store.url)}{comparing.did_you_mean(experiment, known)}"
                          f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
     comparable = queries.comparable_runs(store, experiment)
     counts = queries.status_counts(store, experiment)

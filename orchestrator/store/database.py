@@ -17,6 +17,7 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from . import importing, metricjson, schema
+from .reading import said, shown, what_to_check
 from orchestrator.core.clock import now
 from orchestrator.core.secrets import scrub
 from orchestrator.errors import StoreError
@@ -181,17 +182,16 @@ class Store:
         try:
             self.engine = create_engine(_driver_url(url))
         except ModuleNotFoundError as exc:
-            raise StoreError(f"cannot open database {url!r}: its driver {exc.name!r} is not installed; "
+            raise StoreError(f"cannot open database {shown(url)!r}: its driver {exc.name!r} is not installed; "
                              "pip install 'orch[postgres]' for PostgreSQL") from None
         except Exception as exc:  # bad URL forms raise several SQLAlchemy types
-            raise StoreError(f"cannot open database {url!r}: {exc}; set --db or ORCH_DB to a valid URL") from None
+            raise StoreError(f"cannot open database {shown(url)!r}: {said(exc)}; set --db or ORCH_DB to a valid URL") from None
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             schema.prepare(self.engine, url)
         except DatabaseError as exc:  # OperationalError (path, permissions) and "file is not a database"
-            raise StoreError(f"cannot open database {url!r}: {exc.orig}; check the path, its folder and that "
-                             "it is an orch database") from None
+            raise StoreError(f"cannot open database {shown(url)!r}: {said(exc.orig)}; {what_to_check(url)}") from None
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -345,7 +345,7 @@ class Store:
                 back = int(match.group(1) or 0)
                 rows = s.exec(select(Run).order_by(Run.id.desc()).offset(back).limit(1)).all()  # type: ignore[union-attr]
                 if not rows:
-                    raise StoreError(f"no run {ref!r} in {self.url}: it holds fewer runs; see `orch ls`")
+                    raise StoreError(f"no run {ref!r} in {shown(self.url)}: it holds fewer runs; see `orch ls`")
                 return rows[0]
             if ref.isdigit():
                 row = s.get(Run, int(ref))
@@ -356,7 +356,7 @@ class Store:
                 return rows[0]
             if len(rows) > 1:
                 raise StoreError(f"run {ref!r} is ambiguous ({len(rows)} runs match); give more of the id")
-            raise StoreError(f"no run {ref!r} in {self.url}; see `orch ls` for run ids")
+            raise StoreError(f"no run {ref!r} in {shown(self.url)}; see `orch ls` for run ids")
 
     def log(self, run: Run) -> bytes | None:
         with self.session() as s:

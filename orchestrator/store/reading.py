@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 import sqlite3
 import zlib
 from collections import namedtuple
@@ -38,6 +39,26 @@ RunRow = namedtuple("RunRow", RUN_COLUMNS)  # type: ignore[misc]  # a run as Sto
 _TABLES = {"sqlite": "SELECT name FROM sqlite_master WHERE type = 'table'",
            "postgresql": "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"}
 _MISSING = ("no such column", "no such table", "does not exist")  # a database an older orch made
+
+
+def shown(url: str) -> str:
+    """A database URL as a message may show it: a password in it (`user:PASSWORD@`, `password=`)
+    replaced by ***. A team database's password belongs in ~/.pgpass or PGPASSWORD, not in --db. Also for a
+    driver's message, which may quote the URL."""
+    url = re.sub(r"(://[^/@:\s]*:)[^/\s]*@", r"\1***@", url)
+    return re.sub(r"(?i)(password=)[^&;\s]*", r"\1***", url)
+
+
+def what_to_check(url: str) -> str:
+    """The advice of a database that cannot be opened."""
+    if url.startswith(("postgresql", "postgres:")):
+        return "check its host, port, user and name, that the server runs, and its password in ~/.pgpass or PGPASSWORD"
+    return "check the path, its folder and that it is an orch database"
+
+
+def said(exc: BaseException) -> str:
+    """A driver's message on one line, a password in it hidden (`shown`)."""
+    return shown(" ".join(str(exc).split()))
 
 
 def current_user() -> str:
@@ -83,7 +104,7 @@ class Reader:
             return cursor.fetchall()
         except self._errors as exc:
             if self._upgraded or not any(s in str(exc).lower() for s in _MISSING):
-                raise StoreError(f"cannot open database {self.url!r}: {str(exc).strip()}; check the path, its folder "
+                raise StoreError(f"cannot open database {shown(self.url)!r}: {said(exc)}; check the path, its folder "
                                  "and that it is an orch database") from None
             self._upgrade()
             return self.rows(sql, params)
@@ -122,7 +143,7 @@ class Reader:
             (stored,), = self.rows(f"SELECT max(version) FROM {SCHEMA_TABLE}")
             found = int(stored) if stored is not None else 1
         if found > VERSION:
-            raise StoreError(f"database {self.url!r} was written by a newer orch (schema {found}, this orch knows "
+            raise StoreError(f"database {shown(self.url)!r} was written by a newer orch (schema {found}, this orch knows "
                              f"{VERSION}); upgrade orch, or use another --db")
         if found < VERSION:
             self._upgrade()
@@ -151,14 +172,14 @@ def open_url(url: str) -> Reader:
 def _sqlite(url: str, path: Path) -> Reader:
     if not path.exists():
         if not path.parent.is_dir():
-            raise StoreError(f"cannot open database {url!r}: unable to open database file; check the path, its "
+            raise StoreError(f"cannot open database {shown(url)!r}: unable to open database file; check the path, its "
                              "folder and that it is an orch database")
         return Reader(url, "sqlite")  # a reading command creates no database
     try:
         connection = sqlite3.connect(path)
         connection.execute("PRAGMA busy_timeout=10000")  # another controller may be writing right now
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open database {url!r}: {exc}; check the path, its folder and that it is an orch "
+        raise StoreError(f"cannot open database {shown(url)!r}: {said(exc)}; check the path, its folder and that it is an orch "
                          "database") from None
     return Reader(url, "sqlite", connection).check_schema()
 
@@ -167,13 +188,12 @@ def _postgresql(url: str, conninfo: str) -> Reader:
     try:
         import psycopg
     except ModuleNotFoundError as exc:
-        raise StoreError(f"cannot open database {url!r}: its driver {exc.name!r} is not installed; "
+        raise StoreError(f"cannot open database {shown(url)!r}: its driver {exc.name!r} is not installed; "
                          "pip install 'orch[postgres]' for PostgreSQL") from None
     try:
         connection = psycopg.connect(conninfo, autocommit=True)  # no transaction left open between reads
     except psycopg.Error as exc:
-        raise StoreError(f"cannot open database {url!r}: {str(exc).strip()}; check the path, its folder and that "
-                         "it is an orch database") from None
+        raise StoreError(f"cannot open database {shown(url)!r}: {said(exc)}; {what_to_check(url)}") from None
     return Reader(url, "postgresql", connection, errors=(psycopg.Error,), mark="%s").check_schema()
 
 
@@ -198,7 +218,7 @@ def get(source: Any, ref: str) -> RunRow:
     if match:
         found = reader.rows(f"{select} ORDER BY id DESC LIMIT 1 OFFSET ?", (int(match.group(1) or 0),))
         if not found:
-            raise StoreError(f"no run {ref!r} in {reader.url}: it holds fewer runs; see `orch ls`")
+            raise StoreError(f"no run {ref!r} in {shown(reader.url)}: it holds fewer runs; see `orch ls`")
         return _run(found[0])
     if ref.isdigit() and int(ref) < 2**63:
         found = reader.rows(f"{select} WHERE id = ?", (int(ref),))
@@ -209,7 +229,7 @@ def get(source: Any, ref: str) -> RunRow:
         return _run(found[0])
     if len(found) > 1:
         raise StoreError(f"run {ref!r} is ambiguous ({len(found)} runs match); give more of the id")
-    raise StoreError(f"no run {ref!r} in {reader.url}; see `orch ls` for run ids")
+    raise StoreError(f"no run {ref!r} in {shown(reader.url)}; see `orch ls` for run ids")
 
 
 def _run(row: tuple[Any, ...]) -> RunRow:

@@ -18,6 +18,7 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, Prog
 from sqlmodel import SQLModel
 
 from . import metricjson
+from .reading import shown
 from orchestrator.errors import StoreError
 
 VERSION = 3  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json
@@ -48,7 +49,7 @@ def _is_race(exc: Exception) -> bool:
 def _prepare_once(engine: Engine, url: str) -> None:
     found = _stored_version(engine)
     if found is not None and found > VERSION:
-        raise StoreError(f"database {url!r} was written by a newer orch (schema {found}, this orch knows "
+        raise StoreError(f"database {shown(url)!r} was written by a newer orch (schema {found}, this orch knows "
                          f"{VERSION}); upgrade orch, or use another --db")
     tables = set(inspect(engine).get_table_names())
     if found is None and tables & set(SQLModel.metadata.tables):
@@ -131,5 +132,5 @@ def _backup(engine: Engine, url: str, found: int) -> None:
             source.backup(target)
         os.replace(partial, copy)  # whole or absent, even when two controllers upgrade at once
     except (sqlite3.Error, DatabaseError, OSError) as exc:
-        raise StoreError(f"cannot keep a copy of {url!r} before upgrading it ({exc}); free disk space or "
+        raise StoreError(f"cannot keep a copy of {shown(url)!r} before upgrading it ({exc}); free disk space or "
                          "check the folder's permissions") from None
