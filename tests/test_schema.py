@@ -39,13 +39,17 @@ spec_path VARCHAR NOT NULL, spec JSON, params JSON, env JSON, command VARCHAR NO
 error VARCHAR, controller VARCHAR NOT NULL, started_at VARCHAR NOT NULL, ended_at VARCHAR)"""
 
 
-def test_an_older_database_is_upgraded_in_place_and_a_copy_kept(tmp_path):
+def test_an_older_database_is_upgraded_in_place_and_a_copy_kept(tmp_path, capsys):
     path = tmp_path / "orch.db"
     with sqlite3.connect(path) as db:
         db.execute(OLD_RUN)
         db.execute("INSERT INTO run VALUES (1, 'old-1', 'e', 'v', 'h', 'succeeded', 0, '', '{}', '{}', '{}', "
                    "'cmd', '[]', NULL, 'c', '2026-01-01T00:00:00', NULL)")
     store = Store(f"sqlite:///{path}")
+    Store(f"sqlite:///{path}")  # upgraded already: nothing said
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"orch: upgrading database 'sqlite:///{path}' from schema 1 to {schema.VERSION} (once; a copy is "
+                    f"kept at {path}.schema-1.bak)"]
     old = store.get("old-1")
     assert (old.status, old.command, old.diagnosis) == ("succeeded", "cmd", None)
     store.update_run(old, diagnosis={"signature": "x"})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -55,6 +56,9 @@ def _prepare_once(engine: Engine, url: str) -> None:
     if found is None and tables & set(SQLModel.metadata.tables):
         found = 1  # tables without a version row: made before the schema was versioned
     if found is not None and found < VERSION:
+        # once per database, and long for a big one (a copy of the file first): said before it starts
+        sys.stderr.write(f"orch: upgrading database {shown(url)!r} from schema {found} to {VERSION} (once; "
+                         f"{_kept(engine, found) or 'its server keeps its own backups'})\n")
         _backup(engine, url, found)
     SQLModel.metadata.create_all(engine)
     _add_missing_columns(engine)
@@ -118,11 +122,19 @@ def _literal_default(column) -> str | None:
     return None
 
 
-def _backup(engine: Engine, url: str, found: int) -> None:
-    """Keep the SQLite file as it was before an upgrade (other databases: their own backups)."""
+def _kept(engine: Engine, found: int) -> str:
+    """Where an upgrade keeps the SQLite file as it was; '' for other databases."""
     database = engine.url.database
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return ""
+    return f"a copy is kept at {database}.schema-{found}.bak"
+
+
+def _backup(engine: Engine, url: str, found: int) -> None:
+    """Keep the SQLite file as it was before an upgrade (other databases: their own backups)."""
+    if not _kept(engine, found):
         return
+    database = str(engine.url.database)
     copy = Path(f"{database}.schema-{found}.bak")
     if copy.exists():
         return
