@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import ROOT, free_port
@@ -15,6 +16,7 @@ from test_run import orch, shipped, snapshot, sglang_tree
 from test_slots import runs, window
 
 from orchestrator.core.inventory import Host
+from orchestrator.errors import OrchError
 from orchestrator.core.spec import PatchDef, RunPlan
 from orchestrator.host import overlay
 from orchestrator.remote.local import LocalConnection
@@ -108,3 +110,31 @@ def test_a_copy_links_every_installed_file_and_holds_its_own_patched_ones(tmp_pa
     assert seen == ["patched", str(own)]  # imported from the copy, relative imports included
     asyncio.run(overlay.remove(conn, site))
     assert not (tmp_path / "run" / "site").exists() and snapshot(tmp_path / "lib") == before
+
+
+def test_a_file_vanishing_while_the_copy_is_made_gets_the_tree_walked_again(tmp_path, monkeypatch):
+    """Another run's patch is written beside its target and renamed onto it; a walk of the tree
+    that meets the vanished name fails (here: a `cp` first on PATH failing its first walk, as GNU
+    cp does then): the copy is made by the next walk, and a host whose every walk fails still gets
+    the last walk's error."""
+    import os
+    import shutil
+
+    installed = tmp_path / "lib" / "pkg"
+    installed.mkdir(parents=True)
+    (installed / "mod.py").write_text("WHO = 'installed'\n")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    failing = tools / "cp"
+    failing.write_text(f"#!/bin/sh\nif [ ! -e {tmp_path}/walked ] || [ -e {tmp_path}/always ]; then touch {tmp_path}/walked\n"
+                       f"  echo \"cp: cannot stat '$3/.mod.py.x.orch-tmp': No such file or directory\" >&2; exit 1; fi\n"
+                       f"exec {shutil.which('cp')} \"$@\"\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path)))
+    site = str(tmp_path / "run" / "site")
+    asyncio.run(overlay.build(conn, site, {"pkg": str(installed)}, {}))
+    assert (tmp_path / "walked").exists() and (tmp_path / "run" / "site" / "pkg" / "mod.py").is_symlink()
+    (tmp_path / "always").touch()
+    with pytest.raises(OrchError, match=r"could not build the run's patched copy of pkg .*\.mod\.py\.x\.orch-tmp"):
+        asyncio.run(overlay.build(conn, str(tmp_path / "run2" / "site"), {"pkg": str(installed)}, {}))

@@ -581,12 +581,21 @@ def gpu_use() -> str:
 
 # -- overlays: a run's own patched copy of a package (`host/overlay.py`) ------------------------
 
+OVERLAY_PAUSES = (0.3, 1)  # seconds before each walk of the tree after a failed one
+
+
 def overlay_packages(site: str, packages: dict[str, str]) -> str:
     """Under `site`, one tree per package (`site/<name>`) of real folders whose files are symlinks
-    to the installed ones (GNU `cp -rs`): the installed files are only read."""
+    to the installed ones (GNU `cp -rs`): the installed files are only read.
+
+    A file that vanishes while cp walks the tree (another run's patch written beside its target
+    and renamed onto it, a server's bytecode written the same way) fails the walk: the tree is
+    walked again after a pause, and only the last walk's error is shown."""
     steps = [mkdir(site)]
     for name, folder in packages.items():
-        steps.append(f"rm -rf -- {path(f'{site}/{name}')} && cp -rs -- {path(folder)} {path(f'{site}/{name}')}")
+        walk = f"rm -rf -- {path(f'{site}/{name}')} && cp -rs -- {path(folder)} {path(f'{site}/{name}')}"
+        tries = [f"{{ {walk} 2>/dev/null; }}", *(f"{{ sleep {p}; {walk} 2>/dev/null; }}" for p in OVERLAY_PAUSES[:-1])]
+        steps.append("{ " + " || ".join([*tries, f"{{ sleep {OVERLAY_PAUSES[-1]}; {walk}; }}"]) + "; }")
     return " && ".join(steps)
 
 
