@@ -5,6 +5,7 @@ as real processes, and the real `orch run` over two sshd namespace hosts (root o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -29,10 +30,11 @@ TEMPLATE = ROOT / "templates" / "vllm_launch.sh.j2"
 NODE_FLAGS = "  --nnodes 2 \\\n  --node-rank {rank} \\\n  --master-addr 10.0.0.1 \\\n  --master-port 29500 \\\n"
 
 
-def scripts(nodes: int = 2) -> list[str]:
+def scripts(nodes: int = 2, **params: object) -> list[str]:
     """Each node's launch script of experiments/vllm_eagle.yaml's eagle3 variant, rank 0 at 10.0.0.1."""
     spec = specs.load(ROOT / "experiments" / "vllm_eagle.yaml")
     plan = next(p for p in specs.expand(spec) if p.variant == "eagle3")
+    plan = dataclasses.replace(plan, params={**plan.params, **params})
     hosts = [Host(name=f"h{i}", address=f"10.0.0.{i + 1}", gpus=4, python="/venv/bin/python",
                   rehearsal="0.33.0") for i in range(nodes)]
     # Nodes.context reads the peers' count only: placeholders stand for the other nodes' sessions
@@ -52,6 +54,15 @@ def test_each_node_renders_its_node_flags_and_every_node_but_rank_0_is_headless(
     assert NODE_FLAGS.format(rank=1) + "  --headless \\\n" in rank1
     (alone,) = scripts(nodes=1)
     assert "--nnodes" not in alone and "--master-addr" not in alone and "--headless" not in alone
+
+
+def test_a_run_over_several_nodes_serves_even_where_the_module_entry_point_is_asked_for():
+    """vLLM 0.33.0's `python -m vllm.entrypoints.openai.api_server` never reads --headless
+    (launchers/api_server/entry.py): every node of such a run is launched through `serve`."""
+    for script in scripts(entrypoint="module"):
+        assert "-m vllm.entrypoints.cli.main serve " in script and "openai.api_server" not in script
+    (alone,) = scripts(nodes=1, entrypoint="module")
+    assert "-m vllm.entrypoints.openai.api_server --model " in alone
 
 
 def test_the_flag_check_knows_the_node_flags_of_each_release():
