@@ -206,7 +206,7 @@ def import_log(work: Path, repeat: int, roots: tuple[Path, ...]) -> dict[str, li
                     path.unlink(missing_ok=True)
                 if file.startswith("import-{"):
                     subprocess.run(orch(f"sqlite:///{db}", "import", str(SMALL_LOG)), cwd=work, capture_output=True,
-                                   timeout=600, env=child_env(root))
+                                   timeout=600, env=child_env(root), check=True)  # else "existing" times a new one
                 value = timed(orch(f"sqlite:///{db}", "import", str(log)), 1, work, (root,), warm=False)[0]
                 best = value if isinstance(value, str) else min(best, value)  # type: ignore[type-var]
             found[name].append(best)

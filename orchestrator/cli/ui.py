@@ -86,7 +86,7 @@ def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
     """The params that tell the plans apart: the matrix's keys, then every other param whose value
     differs between plans (variants), host-specific ones (a port) aside; each run's values read from
     its row, as rendered for its host."""
-    from orchestrator.core.spec import HOST_SPECIFIC_PARAMS
+    from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
 
     names = dict.fromkeys(k for plan in plans for k in plan.point)
     for key in dict.fromkeys(k for plan in plans for k in plan.params):

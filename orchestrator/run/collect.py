@@ -57,10 +57,9 @@ def record(store: Store, run: Run, metrics: dict[str, Any], measures: Measures) 
     return judge(store, run, headlines)
 
 
-def store_log(store: Store, run: Run, log: bytes, report: LogReport, packed: tuple[int, bytes] | None = None) -> None:
-    """The log and what was read from it once: its series and its debug lines (`packed`: the
-    log as Store.pack_log made it already)."""
-    store.save_log(run, log, packed=packed)  # the store hides the run's secrets in all it writes
+def store_log(store: Store, run: Run, log: bytes, report: LogReport) -> None:
+    """The log and what was read from it once: its series and its debug lines."""
+    store.save_log(run, log)  # the store hides the run's secrets in all it writes
     # tens of thousands of rows for a long log: written as column values in one INSERT each
     store.add_children(SeriesRow, series_values(run.id, report))
     store.add_children(DebugRow, debug_values(run.id, report))

@@ -32,12 +32,13 @@ def judge(store: Any, run: Any, accept_lens: list[Measure]) -> tuple[list[str], 
     return flags, notes
 
 
-def series_values(run_id: int, report: LogReport) -> list[dict[str, Any]]:
-    """The log's series points as SeriesRow column values."""
-    return [{"run_id": run_id, "kind": p.kind, "seq": p.seq, "time": p.time, "values": dict(p.values)}
+def series_values(run_id: int, report: LogReport, node: int = 0) -> list[dict[str, Any]]:
+    """The log's series points as SeriesRow column values (of node `node` of a run over several hosts)."""
+    return [{"run_id": run_id, "kind": p.kind, "seq": p.seq, "time": p.time, "values": dict(p.values), "node": node}
             for p in report.series]
 
 
-def debug_values(run_id: int, report: LogReport) -> list[dict[str, Any]]:
-    """The log's debug lines as DebugRow column values."""
-    return [{"run_id": run_id, "seq": i, "text": d.text, "fields": d.fields} for i, d in enumerate(report.debug_lines)]
+def debug_values(run_id: int, report: LogReport, node: int = 0) -> list[dict[str, Any]]:
+    """The log's debug lines as DebugRow column values (of node `node` of a run over several hosts)."""
+    return [{"run_id": run_id, "seq": i, "text": d.text, "fields": d.fields, "node": node}
+            for i, d in enumerate(report.debug_lines)]

@@ -36,7 +36,7 @@ from orchestrator.errors import HostError, OrchError, ServerError, SpecError
 from orchestrator.host import occupancy, patchcheck, server
 from orchestrator.host.session import HostSession, package_dir, package_version
 from orchestrator.store.database import DebugRow, SeriesRow
-from . import serving, stages
+from . import logrows, serving, stages
 from .attempt import Attempt, Stage
 
 DIST_PORT = 29500  # torch.distributed's usual master port; the first free one from here on rank 0
@@ -271,10 +271,8 @@ def record_logs(logs: Sequence[tuple[Attempt, bytes]], patched: Sequence[str]) -
         store, run = peer.store, peer.run
         report = peer.engine.parse_log(log, peer.spec.debug_pattern, patched)
         store.save_log(run, log, node=peer.node, host=peer.session.host.name)
-        store.add_children(SeriesRow, [{"run_id": run.id, "kind": p.kind, "seq": p.seq, "time": p.time, "values": dict(p.values),
-                             "node": peer.node} for p in report.series])
-        store.add_children(DebugRow, [{"run_id": run.id, "seq": i, "text": d.text, "fields": d.fields, "node": peer.node}
-                                    for i, d in enumerate(report.debug_lines)])
+        store.add_children(SeriesRow, logrows.series_values(run.id, report, peer.node))
+        store.add_children(DebugRow, logrows.debug_values(run.id, report, peer.node))
 
 
 async def revert(lead: Attempt) -> list[str]:

@@ -6,7 +6,6 @@ SQLite file by default (`sqlite:///orch.db`); a team's PostgreSQL by `postgresql
 
 from __future__ import annotations
 
-import getpass
 import json
 import re
 import zlib
@@ -17,23 +16,13 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from . import importing, metricjson, schema
-from .reading import said, shown, what_to_check
+# the run statuses are the read path's, named here too for the modules that write runs
+from .reading import FAILED as FAILED, INTERRUPTED as INTERRUPTED, RUNNING as RUNNING, STATUSES as STATUSES
+from .reading import SUCCEEDED as SUCCEEDED, current_user, said, shown, what_to_check
 from orchestrator.core.clock import now
 from orchestrator.core.secrets import scrub
 from orchestrator.errors import StoreError
 
-RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
-STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
-
-
-def current_user() -> str:
-    """Who is making runs: the login name, or the uid where the system has no name for it."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        import os
-
-        return str(os.getuid())
 
 
 class Run(SQLModel, table=True):
@@ -237,14 +226,9 @@ class Store:
         defaults = {c.name: c.default.arg if c.default is not None and c.default.is_scalar else None for c in columns}
         encoded = {c.name for c in columns if isinstance(c.type, JSON)}
         mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        names = ", ".join(f'"{c.name}"' for c in columns)  # quoted: `values` is an SQL keyword
-        sql = f"INSERT INTO {table.__tablename__} ({names}) VALUES ({', '.join([mark] * len(columns))})"
-        by_column = []  # column by column: a comprehension per column is a third of a generator per row
-        for name, default in defaults.items():
-            column = [row.get(name, default) for row in rows]
-            by_column.append(list(map(json.dumps, column)) if name in encoded else column)
         with self.engine.begin() as conn:
-            conn.exec_driver_sql(sql, list(zip(*by_column)))
+            conn.exec_driver_sql(importing.insert_sql(table.__tablename__, list(defaults), mark),
+                                 importing.column_values(defaults, rows, encoded.__contains__))
             if table is MetricRow:  # their runs' metrics text, in the same transaction (as `add`)
                 metricjson.refresh(conn, {row["run_id"] for row in rows})
 
@@ -283,16 +267,10 @@ class Store:
         return importing.pack(scrub(data, self.secrets))
 
     def _save_node_log(self, run: Run, data: bytes, node: int, host: str) -> None:
+        size, blob = self.pack_log(data)
         with self.session() as s:
-            data = scrub(data, self.secrets)
-            s.merge(NodeLogRow(run_id=run.id, node=node, host=host, size=len(data), data=zlib.compress(data, 6)))
+            s.merge(NodeLogRow(run_id=run.id, node=node, host=host, size=size, data=blob))
             s.commit()
-
-    def node_logs(self, run: Run) -> list[tuple[int, str, bytes]]:
-        """(node rank, host, log) of each node of rank > 0 of a run over several hosts."""
-        with self.session() as s:
-            rows = s.exec(select(NodeLogRow).where(NodeLogRow.run_id == run.id).order_by(NodeLogRow.node)).all()
-            return [(r.node, r.host, zlib.decompress(r.data)) for r in rows]
 
     def node_of(self, run: Run, host: str) -> int:
         """The node rank `host` had in `run` (0: its only host, or rank 0's of a run over several)."""

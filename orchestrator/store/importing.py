@@ -20,7 +20,8 @@ from typing import Any
 
 from orchestrator.core.clock import now
 from . import metricjson
-from .reading import JSON_COLUMNS, RUN_COLUMNS, RUNNING, SCHEMA_TABLE, VERSION, current_user
+from .reading import (JSON_COLUMNS, RUN_COLUMNS, RUNNING, SCHEMA_TABLE, VERSION, current_user, postgresql_conninfo,
+                      sqlite_file)
 
 FAST_COMPRESSION_FROM = 16 * 2**20  # logs from this size (bytes) are compressed at zlib's fastest level
 REQUIRED = object()  # a column every row gives
@@ -142,26 +143,18 @@ def open_current(url: str) -> Writer | None:
     path = sqlite_file(url)
     if path is not None:
         return _current(url, _sqlite(path), "sqlite", sqlite3.Error) if path.is_file() else None
-    for prefix in ("postgresql://", "postgres://", "postgresql+psycopg://"):
-        if url.startswith(prefix):
-            try:
-                import psycopg
-            except ModuleNotFoundError:
-                return None  # the store says the driver is missing
-            try:
-                connection = psycopg.connect("postgresql://" + url[len(prefix):])
-            except psycopg.Error:
-                return None  # the store says what is wrong with it
-            return _current(url, connection, "postgresql", psycopg.Error)
-    return None
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The file of an SQLite URL (no options, not in memory); None for any other URL."""
-    for prefix in ("sqlite:///", "sqlite+pysqlite:///"):
-        if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:") and "?" not in url:
-            return Path(url[len(prefix):])
-    return None
+    conninfo = postgresql_conninfo(url)
+    if conninfo is None:
+        return None
+    try:
+        import psycopg
+    except ModuleNotFoundError:
+        return None  # the store says the driver is missing
+    try:
+        connection = psycopg.connect(conninfo)
+    except psycopg.Error:
+        return None  # the store says what is wrong with it
+    return _current(url, connection, "postgresql", psycopg.Error)
 
 
 def _sqlite(path: Path) -> sqlite3.Connection:

@@ -23,7 +23,7 @@ from typing import Any
 
 from orchestrator.errors import StoreError
 
-VERSION = 3  # store/schema.py's VERSION (tests/test_reading.py holds them equal)
+VERSION = 3  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json
 SCHEMA_TABLE = "orch_schema"
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
@@ -104,8 +104,7 @@ class Reader:
             return cursor.fetchall()
         except self._errors as exc:
             if self._upgraded or not any(s in str(exc).lower() for s in _MISSING):
-                raise StoreError(f"cannot open database {shown(self.url)!r}: {said(exc)}; check the path, its folder "
-                                 "and that it is an orch database") from None
+                raise StoreError(f"cannot open database {shown(self.url)!r}: {said(exc)}; {what_to_check(self.url)}") from None
             self._upgrade()
             return self.rows(sql, params)
         finally:
@@ -156,14 +155,29 @@ class Reader:
         self._upgraded = True
 
 
-def open_url(url: str) -> Reader:
-    """A Reader of the database at `url` (SQLite file or PostgreSQL); other URLs through the store."""
+def sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite URL (no options, not in memory); None for any other URL."""
     for prefix in ("sqlite:///", "sqlite+pysqlite:///"):
         if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:") and "?" not in url:
-            return _sqlite(url, Path(url[len(prefix):]))
+            return Path(url[len(prefix):])
+    return None
+
+
+def postgresql_conninfo(url: str) -> str | None:
+    """A PostgreSQL URL as psycopg takes it; None for any other URL."""
     for prefix in ("postgresql://", "postgres://", "postgresql+psycopg://"):
         if url.startswith(prefix):
-            return _postgresql(url, "postgresql://" + url[len(prefix):])
+            return "postgresql://" + url[len(prefix):]
+    return None
+
+
+def open_url(url: str) -> Reader:
+    """A Reader of the database at `url` (SQLite file or PostgreSQL); other URLs through the store."""
+    path, conninfo = sqlite_file(url), postgresql_conninfo(url)
+    if path is not None:
+        return _sqlite(url, path)
+    if conninfo is not None:
+        return _postgresql(url, conninfo)
     from .database import Store
 
     return of(Store(url))
@@ -210,7 +224,6 @@ def of(source: Any) -> Reader:
 
 def get(source: Any, ref: str) -> RunRow:
     """A run by id (`12`), uid or unique uid prefix, `last`, or `last~N` (N runs before it): Store.get."""
-    import re
 
     reader = of(source)
     select = f"SELECT {columns(RUN_COLUMNS)} FROM run"

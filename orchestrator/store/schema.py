@@ -19,12 +19,10 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, Prog
 from sqlmodel import SQLModel
 
 from . import metricjson
-from .reading import shown
+from .reading import SCHEMA_TABLE as TABLE, VERSION, shown
 from orchestrator.errors import StoreError
 
-VERSION = 3  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json
 METRICS_TEXT_FROM = 3  # the first version whose runs carry their metrics as text: older ones get it made
-TABLE = "orch_schema"
 ATTEMPTS = 8
 RACE_ERRORS = (OperationalError, IntegrityError, ProgrammingError)
 
