@@ -103,7 +103,7 @@ async def job_nodes(session: HostSession, count: int, say: Say, stand_in: Engine
     job = first.job
     if len(job.nodes) < count:
         raise HostError(f"{session.host.name}: slurm {job.describe()} has {len(job.nodes)} node(s); the run needs "
-                        f"{count}")
+                        f"{count}: the entry's job is sized by its widest plan; run the sweep again")
     nodes = []
     for rank in range(1, count):
         host = _node_host(session.host, job.nodes[rank])

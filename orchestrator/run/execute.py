@@ -134,11 +134,9 @@ async def dry_run_nodes(spec: Spec, plan: RunPlan, sessions: list[HostSession], 
                          "rank 0's part only")
         return await dry_run_one(spec, plan, lead, reporter)
     try:
-        await multinode.same_engine(sessions, engines.get(spec.engine))
-        port = await multinode.dist_port(lead)
+        nodes = await multinode.meeting(sessions, engines.get(spec.engine), multinode.address(lead.host))
     except OrchError as exc:
         return Outcome(None, "dry-run", plan.variant, lead.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
-    nodes = multinode.Nodes(tuple(sessions[1:]), multinode.address(lead.host), port)
     reporter.message(f"{plan.variant}@{lead.host.name}", f"{multinode.described(lead, nodes)} (free now; a dry run "
                      "takes nothing)")
     return await dry_run_one(spec, plan, lead, reporter, nodes)

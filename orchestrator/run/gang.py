@@ -139,7 +139,8 @@ class Gang:
                 if not group(able_left, self._hosts, plan):  # hosts went away: it cannot run any more
                     self.pending.pop(0)
                     error = HostError(f"variant '{plan.variant}' needs nodes={plan.nodes} hosts; {len(able_left)} of "
-                                      "the chosen ones are left in the sweep")
+                                      "the chosen ones are left in the sweep (the others left it: see their lines "
+                                      "above); run it again once they answer (`orch hosts check`)")
                     outcomes.append((order, Outcome(None, "-", plan.variant, name, FAILED, error=str(error),
                                                     exit_code=error.exit_code)))
                     self._changed.notify_all()

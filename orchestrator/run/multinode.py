@@ -89,7 +89,7 @@ async def dist_port(session: HostSession) -> int:
         if not (await occupancy.listener(session.conn, session.host, port)).listening:
             return port
     raise HostError(f"{session.host.name}: ports {DIST_PORT}-{DIST_PORT + DIST_PORT_TRIES - 1} are all taken; "
-                    "no free port for the nodes' rendezvous")
+                    "no free port for the nodes' rendezvous: free one of them there, or put another host first")
 
 
 async def same_engine(sessions: Sequence[HostSession], engine: Engine) -> str:
@@ -106,6 +106,13 @@ async def same_engine(sessions: Sequence[HostSession], engine: Engine) -> str:
             raise HostError(f"the nodes of one run need the same {engine.name}: {first[0]} has {first[1]}, "
                             f"{other[0]} has {other[1]}; choose hosts with one version (`orch hosts check`)")
     return first[1]
+
+
+async def meeting(sessions: Sequence[HostSession], engine: Engine, dist_host: str) -> Nodes:
+    """The nodes of a run over `sessions` (rank 0 first), meeting at `dist_host` on a port free
+    there now, once every node is checked to have the same engine version."""
+    await same_engine(sessions, engine)
+    return Nodes(tuple(sessions[1:]), dist_host, await dist_port(sessions[0]))
 
 
 async def _each(lead: Attempt, work: Callable[[Attempt], Awaitable[None]]) -> None:
@@ -167,12 +174,9 @@ async def watched(lead: Attempt) -> AsyncIterator[None]:
     failed: list[OrchError] = []
     offsets = {peer.node: 0 for peer in lead.peers}
 
-    async def look() -> OrchError | None:
-        for peer in lead.peers:
-            error = await _looked_at(peer, offsets) if peer.serving is not None else None
-            if error is not None:
-                return error
-        return None
+    async def look() -> OrchError | None:  # every node at once: one round trip's wait, not one per node
+        errors = await asyncio.gather(*(_looked_at(p, offsets) for p in lead.peers if p.serving is not None))
+        return next((error for error in errors if error is not None), None)
 
     async def watch() -> None:
         while True:

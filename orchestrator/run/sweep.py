@@ -58,8 +58,9 @@ async def run_all(
     async def worker(held: Held) -> list[tuple[int, Outcome]]:
         done = await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
         if team is not None:  # no single-host plan left for it: the host joins the gang
-            spread_run = _spread_dry_run if dry_run else _spread_run
-            done += await team.take_part(held, functools.partial(spread_run, spec, engine, store, reporter))
+            spread_run = (functools.partial(_spread_dry_run, spec, reporter) if dry_run
+                          else functools.partial(_spread_run, spec, engine, store, reporter))
+            done += await team.take_part(held, spread_run)
         return done
 
     if team is None:
@@ -83,8 +84,7 @@ async def run_all(
 SLOT_PORT_TRIES = 16
 
 
-async def _spread_dry_run(spec: Spec, engine: Engine, store: Store, reporter: Reporter, plan: RunPlan,
-                          members: list[Held]) -> tuple[Outcome, list[str]]:
+async def _spread_dry_run(spec: Spec, reporter: Reporter, plan: RunPlan, members: list[Held]) -> tuple[Outcome, list[str]]:
     """The dry run of one plan over several hosts, on `members` (rank order): no host is lost by it."""
     return await dry_run_nodes(spec, plan, [held.session for held in members], reporter), []
 
@@ -101,11 +101,9 @@ async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Report
     try:
         if job is not None:
             await lifecycle.own_files(sessions, plan.patches)  # a file on shared storage is refused
-        await multinode.same_engine(sessions, engine)
-        port = await multinode.dist_port(sessions[0])
         # a job's nodes meet at rank 0's address as Slurm reaches it (its NodeAddr)
         dist_host = job.address(job.nodes[0]) if job is not None else multinode.address(sessions[0].host)
-        nodes = multinode.Nodes(tuple(sessions[1:]), dist_host, port)
+        nodes = await multinode.meeting(sessions, engine, dist_host)
         outcome = await run_one(spec, plan, sessions[0], store, reporter, nodes=nodes)
     finally:
         for sibling in sessions[len(members):]:
