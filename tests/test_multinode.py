@@ -168,3 +168,25 @@ def test_nodes_with_different_engine_versions_are_refused_before_anything_is_pat
     assert "the nodes of one run need the same sglang: h00 has 0.5.9, h01 has 0.5.23" in done.stdout
     for workdir in workdirs:
         assert not (workdir / "runs").exists() and not list((workdir / "journal").rglob("*.json"))
+
+
+@pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.9", "0.5.23"])
+def test_the_node_flags_the_template_renders_are_each_releases(version):
+    """--nnodes, --node-rank and --dist-init-addr as the real release's source spells them (its
+    wheel's server_args.py, or 0.5.23's arg_groups fields): rank 1's script has no flag problem a
+    single-node script has not."""
+    import fnmatch
+    import zipfile
+
+    from test_flags import script
+    from wheels import wheel
+    from orchestrator.engines.sglang import flags
+
+    with zipfile.ZipFile(wheel(version)) as whl:
+        sources = {name[len("sglang/"):]: whl.read(name).decode() for name in whl.namelist()
+                   if any(fnmatch.fnmatch(name, f"sglang/{pattern}") for pattern in flags.SOURCE_FILES)}
+    found = flags.scan(sources, version)
+    assert found.version == version and len(found.options) > 150
+    rank1 = script(disable_cuda_graph=False, nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:29500")
+    assert "--nnodes 2 \\\n  --node-rank 1 \\\n  --dist-init-addr 10.0.0.1:29500 \\\n" in rank1
+    assert flags.check(rank1, found) == flags.check(script(disable_cuda_graph=False), found)
