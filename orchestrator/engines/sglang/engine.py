@@ -72,9 +72,9 @@ class SglangEngine(Engine):
         return await client.request(base_url, call)
 
     async def server_state(self, base_url: str) -> ServerState:
-        for endpoint in STATE_ENDPOINTS:
-            from orchestrator.remote import http
+        from orchestrator.remote import http
 
+        for endpoint in STATE_ENDPOINTS:
             status, body = await http.get(base_url + endpoint, 10.0)
             if status == 200:
                 try:
