@@ -15,7 +15,7 @@ from sqlalchemy import JSON, Column, Index, LargeBinary, event
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from . import importing, metricjson, schema
+from . import importing, metricjson, reading, schema
 # the run statuses are the read path's, named here too for the modules that write runs
 from .reading import FAILED as FAILED, INTERRUPTED as INTERRUPTED, RUNNING as RUNNING, STATUSES as STATUSES
 from .reading import SUCCEEDED as SUCCEEDED, current_user, said, shown, what_to_check
@@ -357,48 +357,9 @@ class Store:
             return list(s.exec(query).all())
 
     def record(self, run: Run) -> dict[str, Any]:
-        """The whole run as plain data: what `show --json` prints and `diff` compares."""
-        metrics: dict[str, Any] = {}
-        sources: dict[str, list[dict[str, Any]]] = {}
-        for m in self.children(run, MetricRow):
-            metrics.setdefault(m.name, m.value)
-            sources.setdefault(m.name, []).append({"value": m.value, "source": m.source, "note": m.note})
-        return {
-            "id": run.id,
-            "uid": run.uid,
-            "experiment": run.experiment,
-            "variant": run.variant,
-            "host": run.host,
-            "status": run.status,
-            "user": run.username,
-            "controller": run.controller,
-            "server_run_id": run.server_run_id,  # the run that launched the server it used (server reuse)
-            "flags": list(run.flags or []),
-            "repeat": run.repeat,
-            "params": run.params,
-            "env": run.env,
-            "command": run.command,
-            "patches": [
-                {"name": p.name, "target": p.target, "file": p.file, "sha256_before": p.sha256_before,
-                 "sha256_after": p.sha256_after, "state": p.state}
-                for p in self.children(run, PatchRow)
-            ],
-            "metrics": metrics,
-            "metric_sources": sources,
-            "histograms": {h.name: {"counts": h.counts, "source": h.source, "note": h.note}
-                           for h in self.children(run, HistogramRow)},
-            "series": [
-                {"kind": r.kind, "time": r.time, **r.values} for r in self.children(run, SeriesRow)
-            ],
-            "debug_lines": [{"text": d.text, "fields": d.fields} for d in self.children(run, DebugRow)],
-            "events": [{"at": e.at, "kind": e.kind, "message": e.message} for e in self.children(run, EventRow)],
-            **checkpoint_facts(self, run),
-            "error": run.error,
-            "diagnosis": run.diagnosis,
-            "spec_path": run.spec_path,
-            "started_at": run.started_at,
-            "ended_at": run.ended_at,
-        }
+        """The whole run as plain data: what `show --json` prints and `diff` compares (the read
+        path's record, over this store's connections)."""
+        return reading.record(self, run)
 
 
 def _driver_url(url: str) -> str:
@@ -462,19 +423,3 @@ class FindingRow(SQLModel, table=True):
     why: str
     fix: str
     allowed: bool = False  # an error the experiment allows (`preflight: {allow: [code]}`): reported, not stopping the run
-
-
-def checkpoint_facts(store: Store, run: Run) -> dict[str, Any]:
-    """The `checkpoints` and `preflight` parts of a run record."""
-    return {
-        "checkpoints": [
-            {"name": c.name, "dest": c.dest, "source_hash": c.source_hash, "transforms": c.transforms,
-             "result_hash": c.result_hash, "manifest_hash": c.manifest_hash, "files": c.files,
-             "total_bytes": c.total_bytes, "sent_files": c.sent_files, "sent_bytes": c.sent_bytes,
-             "seconds": c.seconds}
-            for c in store.children(run, CheckpointRow)
-        ],
-        "preflight": [{"severity": f.severity, "code": f.code, "what": f.what, "why": f.why, "fix": f.fix,
-                       "allowed": bool(f.allowed)}
-                      for f in store.children(run, FindingRow)],
-    }
