@@ -20,7 +20,8 @@ def test_spec_lines_of_0_10_1_1():
     assert [p.values["generation_throughput"] for p in throughput] == [45.6, 40.1]
     assert throughput[1].values["waiting"] == 1 and throughput[1].values["prefix_cache_hit_rate"] == 12.5
     assert report.ready and report.launch_args.startswith("{'model': '/ckpt/llama-target'")
-    assert report.measures[0].value == pytest.approx((3.08 + 1.0) / 2)
+    # weighted by drafts (drafted / 3 per-position rates), as /metrics is: not the mean of 3.08 and 1.00
+    assert report.measures[0].value == pytest.approx(1 + (1234 + 0) / (1782 / 3 + 300 / 3))
     assert report.debug_lines[0].fields == {"shape": "torch.Size([1, 192])", "fc_in": "192"}
     assert report.diagnosis is None
 

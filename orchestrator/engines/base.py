@@ -83,6 +83,7 @@ class LogReport:
     ready: bool  # the readiness line was seen
     launch_args: str | None  # the engine's own print of its arguments, when it logs one
     measures: tuple[Measure, ...] = ()  # what the log's stats lines say of the whole run
+    started: bool = False  # the engine's startup lines (weights loaded, KV cache allocated, ...) were seen
 
 
 CHAT, GENERATE = "chat", "generate"  # the workload's endpoints: OpenAI chat completions, the engine's native text one

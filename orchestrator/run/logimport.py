@@ -18,7 +18,7 @@ from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport, Me
 from orchestrator.errors import SpecError
 from orchestrator.core.clock import new_uid, now
 from orchestrator.store import freshfile, importing
-from orchestrator.store.reading import FAILED, SUCCEEDED
+from orchestrator.store.reading import FAILED, INTERRUPTED, SUCCEEDED
 
 EXPERIMENT = "imported"
 
@@ -201,26 +201,38 @@ def _record(sink: Any, source: LogSource, name: str | None, params: dict[str, An
         metrics.setdefault(measure.name, measure.value)
     flags, _ = logrows.judge(sink, run, [m for m in report.measures if m.name == HEADLINE])
     diagnosis = report.diagnosis
-    status = FAILED if diagnosis else SUCCEEDED
+    status = _status(report)
     sink.event(run, "imported", f"from {source.where} ({len(data)} bytes, {engine.name})"
                + (f"; {source.note}" if source.note else ""))
     for warning in warnings:
         sink.event(run, "warning", warning)
     sink.update_run(run, status=status, flags=flags, ended_at=now(),
-                    error=f"server failed: {diagnosis.summary}" if diagnosis else None,
+                    error=f"server failed: {diagnosis.summary}" if diagnosis else
+                    NEVER_FINISHED if status == INTERRUPTED else None,
                     diagnosis=diagnosis.as_record() if diagnosis else None)
     return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command, tuple(warnings), engine.name,
                     engine.metrics)
 
 
+NEVER_FINISHED = ("the log ends while the server was starting: no ready line, no stats line and no failure "
+                  "(a log copied before the server was up, or a server killed while it started)")
+
+
+def _status(report: LogReport) -> str:
+    """failed: a known failure; interrupted: a server that never got past its startup; else succeeded."""
+    if report.diagnosis:
+        return FAILED
+    return SUCCEEDED if report.ready or report.series else INTERRUPTED
+
+
 def read(source: LogSource, debug_pattern: str) -> tuple[Engine, LogReport]:
     """The engine whose lines the log holds (its print of its arguments, a stats line, its ready
-    line, a known failure), and its reading of the log. None holding any: no server log, refused
-    before anything is stored."""
+    line, its startup lines, a known failure), and its reading of the log. None holding any: no
+    server log, refused before anything is stored."""
     for name in engines.KNOWN:
         engine = engines.get(name)
         report = engine.parse_log(source.data, debug_pattern)
-        if report.launch_args or report.series or report.ready or report.diagnosis:
+        if report.launch_args or report.series or report.ready or report.diagnosis or report.started:
             return engine, report
     what = "is empty" if not source.data.strip() else \
         f"holds no line a server writes ({'; '.join(engines.get(n).log_lines for n in engines.KNOWN)})"

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from orchestrator.engines.base import Diagnosis
 
-from .loglines import TRACEBACK, exception_above, tracebacks, unwrap
+from .loglines import TRACEBACK, exception_above, is_exception, is_frame, tracebacks, unwrap
 from .skipped import IMPORT_ERROR, error_line, patched_file, skipped_modules
 
 
@@ -31,6 +31,7 @@ NEEDLES: tuple[str, ...] = (
     "NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "ncclRemoteError",
     "ncclInvalidUsage", "NCCL WARN", "set_eagle3_layers_to_capture", "Capture cuda graph failed",
     "Initialization failed", "couldn't get a response from detokenizer", "Received sigquit", "SIGQUIT received",
+    "Watchdog caught collective operation timeout", "failure detected by watchdog", "no kernel image is available",
 )
 # Printed at startup, so looked for in the head of a log only: argparse rejecting a command line
 # (before anything else), and the model modules SGLang could not import (as each process starts).
@@ -56,6 +57,15 @@ _GRAPH = re.compile(r"Capture cuda graph failed: ?(.*)")
 _NCCL_ERR = re.compile(r"NCCL error|nccl(?:Internal|System|UnhandledCuda|Remote)Error|ncclInvalidUsage")
 _ARG_UNKNOWN = re.compile(r"error: unrecognized arguments: (.*)")
 _ARG_AMBIG = re.compile(r"error: ambiguous option: (\S+?)(?:=\S*)? could match (.*)")
+# torch's ProcessGroupNCCL watchdog: `[Rank 4] Watchdog caught collective operation timeout:
+# WorkNCCL(SeqNum=151721, OpType=_ALLGATHER_BASE, ..., Timeout(ms)=600000) ran for 600049 milliseconds
+# before timing out.` and, from torch 2.6, `[PG ID 2 PG GUID 3 Rank 1]  failure detected by watchdog at
+# work sequence id: 40231`.
+_WATCHDOG = re.compile(r"(?:\[Rank (\d+)\] )?Watchdog caught collective operation timeout|\[PG ID [^\]]*Rank (\d+)\]"
+                       r"\s+failure detected by watchdog")
+_WATCHDOG_OP = re.compile(r"OpType=(\w+)")
+_WATCHDOG_TIME = re.compile(r"ran for (\d+) milliseconds")
+_NO_KERNEL = re.compile(r"no kernel image is available for execution on the device")
 _HEALTH = re.compile(r"Health check failed\.?(.*)")
 _WARMUP = re.compile(r"Initialization failed\. warmup error")
 _DIED = re.compile(r"Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
@@ -192,8 +202,49 @@ def _graph_capture(lines):
                      "or --cuda-graph-max-bs, or run with --disable-cuda-graph to confirm.", _with_context(lines, lines[hit[0]]))
 
 
+def _is_source(lines: list[str], i: int) -> bool:
+    """lines[i] is the source line a traceback prints under a frame (`raise RuntimeError(f"NCCL ...")`)."""
+    return i > 0 and is_frame(lines[i - 1]) and not is_exception(lines[i].strip())
+
+
+def _error_lines(lines: list[str], pattern: re.Pattern[str]) -> list[str]:
+    """The lines `pattern` finds, the exceptions first (`RuntimeError: NCCL error: ...`, the engine's
+    own words), source lines of a traceback left out."""
+    hits = [line for i, line in enumerate(lines) if pattern.search(line) and not _is_source(lines, i)]
+    return sorted(hits, key=lambda line: not is_exception(line.strip()))
+
+
+def _no_kernel_image(lines):
+    hits = _error_lines(lines, _NO_KERNEL)
+    if not hits:
+        return None
+    return Diagnosis("cuda-arch-unsupported", "A CUDA kernel of this install has no code for this GPU's architecture (no "
+                     "kernel image for its compute capability): install torch, sgl-kernel and flashinfer builds made "
+                     "for this GPU (e.g. sm_75 for a T4), or run on a GPU the build supports.",
+                     _with_context(lines, hits[0].strip()))
+
+
+def _nccl_timeout(lines):
+    hit = _first(lines, _WATCHDOG)
+    if not hit:
+        return None
+    i, m = hit
+    text = " ".join(lines[i:i + 2])  # a posted line is often wrapped just before `Timeout(ms)=...`
+    op, ran = _WATCHDOG_OP.search(text), _WATCHDOG_TIME.search(text)
+    what = f"a {op.group(1)} collective" if op else "a collective"
+    after = f" after {int(ran.group(1)) // 1000} s" if ran else ""
+    rank = m.group(1) or m.group(2)
+    on = f" on rank {rank}" if rank else ""
+    # torch's own line, where a dump printed without a newline (`Extension modules: ...`) runs into it
+    own = lines[i][max(0, lines[i].rfind("[rank", 0, m.start())):]
+    return Diagnosis("nccl-timeout", f"NCCL's watchdog stopped {what}{on} that waited{after}: another rank or node "
+                     "stopped taking part (crashed, hung, or lost its network): read the other nodes' logs (`orch logs "
+                     "RUN --node N`) for the first error there; raise --dist-timeout only if a step is really that slow.",
+                     (own.strip(),))
+
+
 def _nccl_error(lines):
-    hits = [line for line in lines if _NCCL_ERR.search(line)]
+    hits = _error_lines(lines, _NCCL_ERR)
     if not hits:
         return None
     return Diagnosis("nccl", "NCCL (GPU-to-GPU communication) failed: rerun with NCCL_DEBUG=INFO, check that no other "
@@ -296,6 +347,7 @@ def _child_failed(lines):
 
 # Most specific first: a CUDA OOM inside a scheduler traceback is reported as the OOM.
 _CHECKS = (
-    _cuda_oom, _kv_pool, _context_length, _port, _aux_capture, _graph_capture, _nccl_error, _bad_flag,
+    _cuda_oom, _no_kernel_image, _kv_pool, _context_length, _port, _aux_capture, _graph_capture, _nccl_error,
+    _nccl_timeout, _bad_flag,
     _warmup, _scheduler_died, _nccl_warn, _health, _scheduler_exception, _traceback, _child_failed,
 )

@@ -61,7 +61,8 @@ class SglangEngine(Engine):
         if diagnosis is not None and diagnosis.kind == logs.PATCHED_MODULE_IMPORT:
             diagnosis = dataclasses.replace(diagnosis, decisive=True)
         return LogReport(series=tuple(series(found)), debug_lines=found.debug_lines, diagnosis=diagnosis,
-                         ready=found.ready, launch_args=found.server_args, measures=tuple(log_measures(found)))
+                         ready=found.ready, launch_args=found.server_args, measures=tuple(log_measures(found)),
+                         started=found.started)
 
     def excerpt_pattern(self, debug_pattern: str) -> str | None:
         return logs.host_grep_pattern(debug_pattern)

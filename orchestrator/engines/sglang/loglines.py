@@ -29,6 +29,13 @@ FRAME = re.compile(r'\s*File "[^"\n]*", line \d+(?:, in .*)?$')
 # (`socket.gaierror: ...`), so a bare `raise` is code; an upper-case word (`INFO:`) is a log level.
 EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*[a-z]\w*(?::.*)?|[a-z_]\w*:(?: .*)?)$")
 _MARKERS = frozenset("~^ ")
+# What other programs print around a crash that reads like an exception but never is one: nanobind's
+# leak report at exit (`nanobind: leaked 4 instances!`, `- leaked type "triton..."`), Python's
+# `Exception ignored in: ...` (a destructor failing at shutdown), warnings (`FutureWarning: ...`)
+# and faulthandler's dump of a dying process (`Fatal Python error: Aborted`, `Thread 0x... (most
+# recent call first):`, `Current thread 0x...`, `Extension modules: ...`).
+NOISE = re.compile(r"\s*(?:nanobind: |- leaked |Exception ignored in|Fatal Python error|(?:Current t|T)hread 0x"
+                   r"|Extension modules:)|(?:[\w.]*\.)?\w*Warning:")
 
 
 def unwrap(line: str) -> str:
@@ -49,7 +56,7 @@ def is_frame(line: str) -> bool:
 
 def is_exception(line: str) -> bool:
     """A line that reads as the exception a traceback ends with (`ValueError: ...`)."""
-    return not line.startswith((TRACEBACK, *_CHAINED)) and EXCEPTION.match(line) is not None
+    return not line.startswith((TRACEBACK, *_CHAINED)) and EXCEPTION.match(line) is not None and not NOISE.match(line)
 
 
 def exception_line(lines: list[str], start: int) -> str | None:
@@ -84,8 +91,10 @@ def exception_line(lines: list[str], start: int) -> str | None:
 
 
 def tracebacks(lines: list[str]) -> list[tuple[int, str | None]]:
-    """(index of the header, its exception) for every traceback in `lines`."""
-    return [(i, exception_line(lines, i)) for i, line in enumerate(lines) if TRACEBACK in line]
+    """(index of the header, its exception) for every traceback in `lines`, but the ones Python prints
+    under `Exception ignored in: ...` (a destructor failing at exit: never what stopped a server)."""
+    return [(i, exception_line(lines, i)) for i, line in enumerate(lines)
+            if TRACEBACK in line and not (i > 0 and lines[i - 1].startswith("Exception ignored in"))]
 
 
 def exception_above(lines: list[str], at: int) -> str | None:

@@ -33,6 +33,11 @@ __all__ = [
 READY_LINE = "The server is fired up and ready to roll!"
 DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"  # a bracketed tag ending in -DEBUG]
 SERVER_ARGS = "server_args="
+# Printed while a server starts (each rank's `[... TP0] Load weight begin. avail mem=78.38 GB`, `KV Cache
+# is allocated. ...`, `Init torch distributed begin.`): a log holding only these is a run that never
+# finished, not a file some other program wrote.
+STARTUP_LINES = ("Load weight begin", "Load weight end", "KV Cache is allocated", "Memory pool end",
+                 "Init torch distributed begin", "Capture cuda graph begin")
 TAIL_SIZE = 4 << 20  # the end of the log searched for failure signatures (a traceback is far shorter)
 
 
@@ -44,6 +49,7 @@ class LogReport:
     server_args: str | None  # the text after "server_args=" on its line
     debug_lines: tuple[DebugLine, ...]
     diagnosis: Diagnosis | None
+    started: bool = False  # a STARTUP_LINES line, or server_args, seen in the log's head
 
 
 # ---- debug lines ------------------------------------------------------------------------------
@@ -119,6 +125,7 @@ def _report(buf, debug_pattern: str, text: Callable, patched: tuple[str, ...]) -
         server_args=server_args,
         debug_lines=debug,
         diagnosis=_diagnose_ends(buf, encode, nl, text, patched),
+        started=server_args is not None or any(buf.find(encode(line), 0, HEAD_SIZE) >= 0 for line in STARTUP_LINES),
     )
 
 
@@ -175,4 +182,4 @@ def host_grep_pattern(debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> str | None:
     if literal is None:
         return None
     return "|".join(re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", text)
-                    for text in ("batch", READY_LINE, SERVER_ARGS, literal, *HEAD_NEEDLES))
+                    for text in ("batch", READY_LINE, SERVER_ARGS, literal, *STARTUP_LINES, *HEAD_NEEDLES))

@@ -35,8 +35,14 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
   possibly due to a network error or a remote process exiting prematurely.` in a worker, and
   torch.distributed's rendezvous timeouts `DistStoreError: Timed out after N seconds waiting for
   clients` (rank 0) / `DistNetworkError: The client socket has timed out` (a headless node)
-- `engine-core-failed`: `RuntimeError: Engine core initialization failed. See root cause above.`
-  (0.10.1.1 `vllm/v1/engine/utils.py:759`) when nothing more specific is found
+- the engine's own error (`engine_error`): the exception ending the traceback a crashed process logs
+  under its header: a worker's `WorkerProc hit an exception.` / `WorkerProc failed to start.` (0.32.0
+  `vllm/v1/executor/multiproc_executor.py:1063,953`), the engine core's `EngineCore failed to start.` /
+  `EngineCore encountered a fatal error.` (0.32.0 `vllm/v1/engine/core.py:1510,1512`) or, before 0.9,
+  `EngineCore hit an exception: Traceback ...`; else the worker's message the engine core quotes in
+  `RuntimeError: Worker failed with error '...', please check the stack trace above for the root
+  cause` (`multiproc_executor.py:445`); when the log holds none of them (a traceback cut where it was
+  posted) a generic `engine-core-failed` that names the header and invents no cause
 """
 
 from __future__ import annotations
@@ -47,6 +53,14 @@ from typing import Callable
 from orchestrator.engines.base import Diagnosis
 
 
+# The lines a crashed process logs above its traceback: a worker's (its own error) first.
+WORKER_HEADERS: tuple[str, ...] = ("WorkerProc hit an exception", "WorkerProc failed to start",
+                                   "Exception in worker")  # the last: V0's multiproc_worker_utils
+ENGINE_CORE_HEADERS: tuple[str, ...] = ("EngineCore failed to start", "EngineCore encountered a fatal error",
+                                        "EngineCore hit an exception", "Process EngineCore")
+CRASH_HEADERS = WORKER_HEADERS + ENGINE_CORE_HEADERS
+WORKER_QUOTED = "Worker failed with error '"
+
 # Literals one of which is on every line a signature needs: the log is searched for these only.
 NEEDLES: tuple[str, ...] = (
     "CUDA out of memory", "OutOfMemoryError", "No available memory for the cache blocks",
@@ -55,7 +69,7 @@ NEEDLES: tuple[str, ...] = (
     "Unsupported speculative method", "Invalid method", "Eagle3 is only supported", "does not support EAGLE3",
     "are not supported for now", "Attempted to load weight", "There is no module or parameter named",
     "KeyError", "error: unrecognized arguments", "error: argument", "Engine core initialization failed",
-    "ncclRemoteError", "DistStoreError", "DistNetworkError",
+    "ncclRemoteError", "DistStoreError", "DistNetworkError", *CRASH_HEADERS, WORKER_QUOTED, "EngineDeadError",
 )
 
 _Check = Callable[[list[str]], "Diagnosis | None"]
@@ -99,6 +113,138 @@ def _bad_weight(m: re.Match[str]) -> str:
                 "aux layers x it): re-export the draft for this target, or fix the draft config's target_hidden_size.")
     return (f"vLLM's EAGLE-3 loader does not know the draft weight {m.group('name')}: rename the keys to the layout "
             "it loads (midlayer.* or layers.0.*), or drop the tensor (`orch check` names every unknown key).")
+
+
+
+
+# ---- the engine's own error ------------------------------------------------------------------
+
+# vLLM's logger writes its prefix on every line of a record, a logged traceback's too:
+# `(EngineCore_DP0 pid=59619) ERROR 10-15 08:32:29 [core.py:708] ` (0.10+), `ERROR 05-06 01:55:26
+# [core.py:383] ` (0.8: no process), `(VllmWorker rank=1 pid=12231) ERROR 03-25 21:13:53
+# multiproc_executor.py:374] ` (0.8 workers: no opening bracket). Posted logs add markdown links
+# (`[[core.py:710](http://core.py:710/)]`) or lose a bracket (`[async_llm.py:485[]`).
+_RECORD = re.compile(r"(?:\((?P<process>[^()]*pid=\d+[^()]*)\) ?)?"
+                     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\s+"
+                     r"\[*(?P<where>[\w./-]+:\d+)\S*?\]\s?)?")
+_FRAME = re.compile(r'\s*File ["“][^"”]*["”], line \d+')
+# The line a traceback ends with: a (dotted) CamelCase exception class, then ": message" or nothing.
+# A warning's class (`FutureWarning: ...`) is never the end of a traceback.
+_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*[a-z]\w*)(?::\s?(?P<message>.*))?$")
+_CHAIN = ("Traceback (most recent call last)", "During handling of", "The above exception")
+# Exceptions that only point at an error printed elsewhere: never a cause.
+_POINTERS = re.compile(r"WorkerProc initialization failed due to an exception|Engine core initialization failed"
+                       r"|EngineCore encountered an issue|Engine process failed to start|Worker failed with error")
+_QUOTED = re.compile(re.escape(WORKER_QUOTED) + r"(?P<message>.*)', please check the stack trace")
+TRACEBACK_LINES = 2000  # lines of one record read for its exception
+
+
+def engine_error(lines: list[str]) -> Diagnosis | None:
+    """The error of the process that crashed first, as it printed it; a generic diagnosis that names
+    the crash header when the log holds no such error (cut where it was posted)."""
+    records = [_record(line) for line in lines]
+    found = (_first_exception(lines, records, WORKER_HEADERS) or _quoted(lines)
+             or _first_exception(lines, records, ENGINE_CORE_HEADERS))
+    if found is not None:
+        return _cause(*found)
+    header = next((line.strip() for line in lines if _is_crash_line(line) and not _record(line)[1][:1].isspace()), None)
+    if header is None:
+        return None
+    return Diagnosis("engine-core-failed", f"vLLM's engine died ({_body(header)[:160]}) but the log read holds no "
+                     "error of its own: read the lines above it in the whole log (`orch logs RUN`): the first "
+                     "worker traceback there names the cause.", (header,))
+
+
+def _record(line: str) -> tuple[tuple[str | None, str | None], str]:
+    """((process, where) of the record a line belongs to, the line's text after the prefix)."""
+    found = _RECORD.match(line)
+    assert found is not None  # every part is optional
+    return (found.group("process"), found.group("where")), line[found.end():]
+
+
+def _body(line: str) -> str:
+    return _record(line)[1].strip()
+
+
+def _is_crash_line(line: str) -> bool:
+    return any(h in line for h in CRASH_HEADERS) or _POINTERS.search(line) is not None or "EngineDeadError" in line
+
+
+def _first_exception(lines: list[str], records: list, headers: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """(exception text, its line, the header line) of the first header whose traceback ends in an
+    exception that is a cause, not a pointer to one."""
+    for i, line in enumerate(lines):
+        if not any(h in line for h in headers):
+            continue
+        key = records[i][0]
+        own = [(records[j][1], lines[j]) for j in range(i, min(len(lines), i + TRACEBACK_LINES)) if records[j][0] == key]
+        found = _exception_in(own)
+        if found is not None and not _POINTERS.search(found[0]):
+            return found[0], found[1], line.strip()
+    return None
+
+
+def _exception_in(record: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The first exception of a traceback (the innermost of a chain: the one raised first), with its
+    line; frames and the source line under each passed over, even unindented."""
+    under_frame = False
+    started = False
+    for body, line in record:
+        text = body.rstrip()
+        if "Traceback (most recent call last)" in text:
+            started = True
+            continue
+        if not started:
+            continue
+        if _FRAME.match(text):
+            under_frame = True
+            continue
+        if not text.strip() or text[0] in " \t" or set(text) <= set("^~ ") or text.startswith(_CHAIN):
+            continue
+        found = _EXCEPTION.match(text)
+        if found is None or found.group("name").endswith("Warning"):
+            under_frame = False
+            continue
+        if under_frame and found.group("message") is None:  # an unindented source line such as `raise`
+            under_frame = False
+            continue
+        return text, line.strip()
+    return None
+
+
+def _quoted(lines: list[str]) -> tuple[str, str, str] | None:
+    for line in lines:
+        found = _QUOTED.search(line)
+        if found:
+            return found.group("message"), line.strip(), line.strip()
+    return None
+
+
+def _cause(error: str, line: str, header: str) -> Diagnosis:
+    evidence = tuple(dict.fromkeys([line, header]))
+    for kind, pattern, advice in _CAUSES:
+        found = re.search(pattern, error)
+        if found:
+            return Diagnosis(kind, advice(found), evidence)
+    return Diagnosis("engine-error", f"vLLM failed with {error[:300]}: fix that error (the engine's own, the first "
+                     "evidence line), then relaunch.", evidence)
+
+
+# Causes a user acts on differently from any other error: (kind, pattern on the error, advice).
+_CAUSES: tuple[tuple[str, str, Callable[[re.Match[str]], str]], ...] = (
+    ("cpu-attention-unsupported", r"Unsupported CPU attention configuration: head_dim=(\d+)",
+     lambda m: f"vLLM's CPU attention has no kernel for head_dim {m.group(1)} (hidden_size / num_attention_heads): "
+               "use a model whose head_dim the CPU backend supports (32, 64, 80, 96, 112, 128, ... 256, 512)."),
+    ("eagle3-aux-width", r"shape '\[-1, (\d+)\]' is invalid for input of size (\d+)",
+     lambda m: f"The EAGLE-3 draft's fc takes {m.group(1)} features per token but the target handed it a tensor of "
+               f"{m.group(2)} values: the target captures fewer aux hidden states than the draft was trained on (too "
+               "few layers for its aux layer ids, or another target): set eagle_aux_hidden_state_layer_ids in the "
+               "draft config, or train the draft for this target."),
+    ("draft-vocab-map", r"index (\d+) is out of bounds for dimension 0 with size (\d+)",
+     lambda m: f"A draft token maps to target id {m.group(1)} of a vocabulary of {m.group(2)}: the draft's d2t holds "
+               "absolute target ids where vLLM adds it to the draft id (target = draft + d2t[draft]): store "
+               "d2t as offsets (`orch check` reads the draft)."),
+)
 
 
 CHECKS: tuple[_Check, ...] = (
@@ -157,8 +303,5 @@ CHECKS: tuple[_Check, ...] = (
                                                       "went away or could not be reached")
                     + ": see that node's log (`orch logs RUN --node N`) and check the network between the nodes "
                       "(the master address and port must be reachable from every node)."),
-    _rule("engine-core-failed", r"Engine core initialization failed\. See root cause above\.(.*)",
-          lambda m: "vLLM's engine core process died while starting" + (f" ({m.group(1).strip()})" if m.group(1).strip()
-                                                                         else "")
-                    + ": read the traceback above it in `orch logs RUN`."),
+    engine_error,
 )

@@ -1,5 +1,5 @@
 """A vLLM server log (bytes or text) -> one LogReport: spec-decoding and throughput series,
-readiness, the non-default args line, debug lines and a diagnosis.
+readiness, startup, the non-default args line, debug lines and a diagnosis.
 
 Speed: nothing walks the log line by line. Each kind of line is found by a regex that starts with
 its literal header (`SpecDecoding metrics: `, `Avg prompt throughput: `, the debug pattern's
@@ -11,6 +11,12 @@ Readiness (either is printed once the HTTP server listens): uvicorn's `Applicati
 complete.` and vLLM's own route listing `Available routes are:` (0.10.1.1
 `vllm/entrypoints/launcher.py:36`, 0.33.0 `vllm/entrypoints/launchers/launcher.py:188`), which comes
 just before uvicorn starts; the route listing alone is not enough (the socket may still fail).
+
+Startup (a log that ends before readiness is a run that never finished, not a foreign file): the
+engine's config print `Initializing a V1 LLM engine (v0.32.0) with config: ...` (0.32.0
+`vllm/v1/engine/core.py:134`), a worker's `distributed_init_method=` (multi-node and TP init),
+`Loading weights took` / `Model loading took` (weights loaded), `Available KV cache memory` and
+`KV cache size:` (`GPU KV cache size: N tokens`, `CPU KV cache size: ...`: the KV cache allocated).
 """
 
 from __future__ import annotations
@@ -21,15 +27,18 @@ from collections.abc import Sequence
 from orchestrator.engines.base import DebugLine, Diagnosis, LogReport, Measure, SeriesPoint
 from orchestrator.engines.fields import parse_fields, required_literal
 
-from .diagnosis import NEEDLES, diagnose
-from .stats import SPEC_HEADER, THROUGHPUT_HEADER, spec_row, throughput_row
+from .diagnosis import CRASH_HEADERS, NEEDLES, diagnose
+from .stats import SPEC_HEADER, THROUGHPUT_HEADER, spec_row, throughput_row, weighted_spec
 
 READY_LINE = "Application startup complete."
 ARGS_HEADER = "non-default args: "  # 0.10.1.1 vllm/entrypoints/utils.py:326, 0.33.0 entrypoints/common/startup.py:96
 DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"
+STARTUP_LINES = ("Initializing a V1 LLM engine", "distributed_init_method=", "Loading weights took",
+                 "Model loading took", "Available KV cache memory", "KV cache size: ")
 HEAD_SIZE = 16 << 20
 TAIL_SIZE = 4 << 20
 LINES_AROUND = 2  # lines kept on each side of a needle (a raise prints its message on the next line)
+TRACEBACK_WINDOW = 1 << 16  # bytes kept after a crash header: the traceback it opens and the exception ending it
 SPEC_SERIES, THROUGHPUT_SERIES = "spec_decode", "throughput"
 LOG_SOURCE = "spec_decode_log"
 
@@ -41,13 +50,15 @@ def parse_log(log: bytes | str, debug_pattern: str = DEFAULT_DEBUG_PATTERN, patc
     spec = [spec_row(*_split(line, SPEC_HEADER)) for line in _lines(data, SPEC_HEADER)]
     throughput = [throughput_row(*_split(line, THROUGHPUT_HEADER)) for line in _lines(data, THROUGHPUT_HEADER)]
     args = _lines(data, ARGS_HEADER, first_only=True)
+    launch_args = _split(args[0], ARGS_HEADER)[1] if args else None
     return LogReport(
         series=tuple(_points(SPEC_SERIES, spec)) + tuple(_points(THROUGHPUT_SERIES, throughput)),
         debug_lines=tuple(_debug_lines(data, debug_pattern)),
         diagnosis=diagnose_bytes(data),
         ready=is_ready(data),
-        launch_args=_split(args[0], ARGS_HEADER)[1] if args else None,
-        measures=tuple(log_measures(spec)),
+        launch_args=launch_args,
+        measures=tuple(log_measures(spec, throughput, _num_speculative_tokens(launch_args))),
+        started=launch_args is not None or any(data.find(line.encode(), 0, HEAD_SIZE) >= 0 for line in STARTUP_LINES),
     )
 
 
@@ -56,14 +67,27 @@ def _points(kind: str, rows: list[dict[str, object]]) -> list[SeriesPoint]:
                         {k: v for k, v in row.items() if k != "time" and v is not None}) for seq, row in enumerate(rows)]
 
 
-def log_measures(spec: list[dict[str, object]]) -> list[Measure]:
-    """The whole run's accept length as the SpecDecoding lines print it: the mean of the intervals'
-    means (the lines carry no draft count, so intervals cannot be weighted; /metrics has the exact
-    counters)."""
-    means = [float(r["mean_accept_len"]) for r in spec if isinstance(r.get("mean_accept_len"), float)]
-    plain = sum(means) / len(means) if means else None
-    return [Measure("accept_len", plain, LOG_SOURCE, f"mean of {len(means)} SpecDecoding-line intervals"),
+def log_measures(spec: list[dict[str, object]], throughput: list[dict[str, object]] = (),
+                 num_speculative_tokens: int | None = None) -> list[Measure]:
+    """What the stats lines say of the whole run. accept_len and draft_accept_rate over the
+    intervals as /metrics' counters give them over the run: each interval weighted by its drafts
+    (stats.weighted_spec), not a mean of the intervals' means. gen_throughput: the mean `Avg
+    generation throughput` of the intervals that generated tokens (vLLM prints one more idle line
+    after the load stops)."""
+    spec_found = weighted_spec(spec, num_speculative_tokens)
+    generating = [float(r["generation_throughput"]) for r in throughput
+                  if isinstance(r.get("generation_throughput"), float) and r["generation_throughput"] > 0]
+    return [Measure("accept_len", spec_found.accept_len, LOG_SOURCE, spec_found.note),
+            Measure("draft_accept_rate", spec_found.accept_rate, LOG_SOURCE, "sum(accepted) / sum(drafted) of the lines"),
+            Measure("gen_throughput", sum(generating) / len(generating) if generating else None, LOG_SOURCE,
+                    f"mean Avg generation throughput of {len(generating)} generating intervals"),
             Measure("spec_decode_intervals", float(len(spec)), "orch")]
+
+
+def _num_speculative_tokens(launch_args: str | None) -> int | None:
+    """The speculative_config's num_speculative_tokens in the non-default args line (a dict repr)."""
+    found = re.search(r"'num_speculative_tokens': (\d+)", launch_args or "")
+    return int(found.group(1)) if found else None
 
 
 def is_ready(log: bytes) -> bool:
@@ -77,7 +101,7 @@ def diagnose_bytes(log: bytes) -> Diagnosis | None:
         for needle in NEEDLES:
             at = log.find(needle.encode(), start, end)
             while at >= 0:
-                spans.append(_around(log, at))
+                spans.append(_around(log, at, TRACEBACK_WINDOW if needle in CRASH_HEADERS else 0))
                 at = log.find(needle.encode(), spans[-1][1], end)
     if not spans:
         return None
@@ -90,8 +114,9 @@ def diagnose_bytes(log: bytes) -> Diagnosis | None:
     return diagnose("\n".join(log[s:e].decode("utf-8", "replace") for s, e in merged))
 
 
-def _around(log: bytes, at: int) -> tuple[int, int]:
-    start, end = log.rfind(b"\n", 0, at) + 1, log.find(b"\n", at)
+def _around(log: bytes, at: int, after: int = 0) -> tuple[int, int]:
+    """The line holding `at` with LINES_AROUND lines on each side, and the lines of the next `after` bytes."""
+    start, end = log.rfind(b"\n", 0, at) + 1, log.find(b"\n", at + after)
     end = len(log) if end < 0 else end
     for _ in range(LINES_AROUND):
         start = log.rfind(b"\n", 0, max(0, start - 1)) + 1
@@ -142,4 +167,5 @@ def host_grep_pattern(debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> str | None:
     if literal is None:
         return None
     return "|".join(re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", text)
-                    for text in (SPEC_HEADER, THROUGHPUT_HEADER, READY_LINE, ARGS_HEADER, literal, *NEEDLES))
+                    for text in (SPEC_HEADER, THROUGHPUT_HEADER, READY_LINE, ARGS_HEADER, literal, *STARTUP_LINES,
+                                 *NEEDLES))

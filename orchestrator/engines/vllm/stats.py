@@ -16,14 +16,19 @@ The formats, per release:
 Both are printed by vLLM's logger (`vllm/logger.py:24` 0.10.1.1, `:28` 0.33.0):
 `(APIServer pid=N) INFO MM-DD HH:MM:SS [file.py:line] message` (the process prefix is written by
 `decorate_logs`, 0.10.1.1 `vllm/utils/__init__.py:3350`, or by the formatter itself in 0.33.0).
-vLLM computes the mean acceptance length as 1 + accepted / drafts (`metrics.py:81` 0.10.1.1, `:114` 0.33.0), so the
-number of drafts of an interval is recovered as accepted / (mean - 1) only approximately; the
-exact counters come from /metrics (`metrics.py` in this package).
+vLLM computes the mean acceptance length as 1 + accepted / drafts and each per-position rate as
+accepted at that position / drafts (0.32.0 `vllm/v1/spec_decode/metrics.py:114,117`, over the
+interval's `SpecDecodingStats`), and prints no draft count. A draft proposes num_speculative_tokens
+tokens, one per printed per-position rate, so the drafts of an interval are its drafted tokens / that
+number (exact while every draft is whole; the exact counters come from /metrics, `metrics.py` in
+this package); without the rates nor the launch's num_speculative_tokens, accepted / (mean - 1),
+which the mean's two printed decimals make approximate.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 SPEC_HEADER = "SpecDecoding metrics: "
 THROUGHPUT_HEADER = "Avg prompt throughput: "
@@ -81,3 +86,40 @@ def _prefix_fields(prefix: str) -> dict[str, object]:
     if found is None:  # the pattern matches the empty string: never None, kept for the type checker
         return {"time": None, "process": None, "where": None}
     return {"time": found.group("time"), "process": found.group("process"), "where": found.group("where")}
+
+
+class SpecTotals(NamedTuple):
+    accept_len: float | None  # 1 + sum(accepted) / sum(drafts), as /metrics' counters give it
+    accept_rate: float | None  # sum(accepted) / sum(drafted): a fraction
+    note: str  # how the drafts were counted
+
+
+def weighted_spec(rows: list[dict[str, object]], num_speculative_tokens: int | None = None) -> SpecTotals:
+    """The run's accept length and draft acceptance over its SpecDecoding lines, each interval
+    weighted by its drafts (a plain mean of the intervals' means weighs a nearly idle interval like a
+    busy one)."""
+    per_draft = next((len(r["per_position"]) for r in rows if r.get("per_position")), None) or num_speculative_tokens
+    accepted = drafted = counted = 0
+    drafts = 0.0
+    for row in rows:
+        found = _drafts(row, per_draft)
+        if found is None:
+            continue
+        drafts += found
+        accepted += int(row["accepted"])  # type: ignore[call-overload]
+        drafted += int(row["drafted"])  # type: ignore[call-overload]
+        counted += 1
+    how = f"drafted / {per_draft} tokens a draft" if per_draft else "accepted / (mean - 1)"
+    return SpecTotals(1 + accepted / drafts if drafts > 0 else None, accepted / drafted if drafted > 0 else None,
+                      f"1 + sum(accepted) / sum(drafts) of {counted} SpecDecoding-line intervals (drafts: {how})")
+
+
+def _drafts(row: dict[str, object], per_draft: int | None) -> float | None:
+    accepted, drafted, mean = row.get("accepted"), row.get("drafted"), row.get("mean_accept_len")
+    if not isinstance(accepted, int) or not isinstance(drafted, int):
+        return None
+    if per_draft:
+        return drafted / per_draft
+    if isinstance(mean, float) and mean > 1:
+        return accepted / (mean - 1)
+    return None
