@@ -27,8 +27,70 @@ class Located(dict[str, Any]):
         return f"{self.source}:{self.line_of(key) if key else self.line}"
 
 
+# Limits a page of experiment or inventory text stays far below, so that a hostile or broken file is
+# one line in well under a second instead of a recursion crash or gigabytes of expanded aliases.
+MAX_INTEGER = 2**63 - 1  # a count, port or byte size; beyond it nothing (SQLite included) stores it
+MAX_INTEGER_TEXT = 80  # characters: 0b and 64 binary digits with room; checked before converting
+MAX_DEPTH = 64  # mappings and lists inside each other
+MAX_ALIAS_VALUES = 10_000  # values that aliases add by repeating their anchors (billion laughs)
+
+
 class _Loader(yaml.SafeLoader):
     source = "?"
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.depth = 0
+        self.alias_values = 0  # values added by aliases so far
+        self.sizes: dict[int, int] = {}  # id(node) -> values in it with aliases expanded, once complete
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        """The scanner's own count of open `[` and `{`: checked here as well, since it reads up to a
+        line's 1024 characters ahead of the parser, slower with each bracket still open."""
+        super().fetch_flow_collection_start(TokenClass)
+        if self.flow_level > MAX_DEPTH:
+            raise SpecError(f"{self.source}:{self.line + 1}: values are nested more than {MAX_DEPTH} deep; "
+                            "flatten the mapping or list")
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            return self._compose_alias()
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise SpecError(f"{self._here()}: values are nested more than {MAX_DEPTH} deep; "
+                                "flatten the mapping or list")
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        self.sizes[id(node)] = 1 + sum(self.sizes[id(child)] for child in _children(node))
+        return node
+
+    def _compose_alias(self) -> Any:
+        event = self.peek_event()
+        node = super().compose_node(None, None)  # the anchor's node (or PyYAML's undefined-alias error)
+        size = self.sizes.get(id(node))
+        where = f"{self.source}:{event.start_mark.line + 1}"
+        if size is None:  # the anchor is still being read: the value would contain itself
+            raise SpecError(f"{where}: alias *{event.anchor} is used inside its own anchor (a value that "
+                            "contains itself); write the value out")
+        self.alias_values += size
+        if self.alias_values > MAX_ALIAS_VALUES:
+            raise SpecError(f"{where}: alias *{event.anchor} makes the file expand to more than "
+                            f"{MAX_ALIAS_VALUES} values (aliases repeat their anchor's whole value); "
+                            "use fewer aliases or write the values out")
+        return node
+
+    def _here(self) -> str:
+        return f"{self.source}:{self.peek_event().start_mark.line + 1}"
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
@@ -59,7 +121,21 @@ def _construct_text(loader: _Loader, node: yaml.ScalarNode) -> str:
     return text
 
 
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    """An integer of sane size: the text's length is checked before Python converts it, since a long
+    hexadecimal or base-60 (`1:2:3`) text converts without Python's own digit limit."""
+    text = str(node.value)
+    if len(text) <= MAX_INTEGER_TEXT:
+        value = int(yaml.SafeLoader.construct_yaml_int(loader, node))
+        if abs(value) <= MAX_INTEGER:
+            return value
+    shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+    raise SpecError(f"{loader.source}:{node.start_mark.line + 1}: integer {shown} is beyond a sane size "
+                    f"(at most {MAX_INTEGER}); write a smaller number, or quote it to make it text")
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Loader.add_constructor("tag:yaml.org,2002:str", _construct_text)
 
 
