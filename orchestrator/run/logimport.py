@@ -227,13 +227,19 @@ def _status(report: LogReport) -> str:
 
 def read(source: LogSource, debug_pattern: str) -> tuple[Engine, LogReport]:
     """The engine whose lines the log holds (its print of its arguments, a stats line, its ready
-    line, its startup lines, a known failure), and its reading of the log. None holding any: no
-    server log, refused before anything is stored."""
+    line, its startup lines), and its reading of the log; else the first whose known failures it
+    holds (a crash excerpt: one engine's failure signatures may match another's traceback). None
+    holding any: no server log, refused before anything is stored."""
+    failed: tuple[Engine, LogReport] | None = None
     for name in engines.KNOWN:
         engine = engines.get(name)
         report = engine.parse_log(source.data, debug_pattern)
-        if report.launch_args or report.series or report.ready or report.diagnosis or report.started:
+        if report.launch_args or report.series or report.ready or report.started:
             return engine, report
+        if report.diagnosis and failed is None:
+            failed = engine, report
+    if failed is not None:
+        return failed
     what = "is empty" if not source.data.strip() else \
         f"holds no line a server writes ({'; '.join(engines.get(n).log_lines for n in engines.KNOWN)})"
     raise SpecError(f"{source.where}: {what}; give the log the engine's server wrote (nothing was recorded)")

@@ -38,8 +38,9 @@ NEEDLES: tuple[str, ...] = (
 HEAD_NEEDLES: tuple[str, ...] = ("error: unrecognized arguments", "error: ambiguous option", IMPORT_ERROR)
 HEAD_SIZE = 16 << 20
 TRACEBACK_OPENERS: tuple[str, ...] = (TRACEBACK,)  # the lines after these belong to the evidence
-# "Rank N scheduler is dead." precedes "Exit code: C"; a crash's cause may be printed above its header.
-LINES_BEFORE: dict[str, int] = {"Exit code:": 3, "Scheduler hit an exception": 20}
+# "Rank N scheduler is dead." precedes "Exit code: C"; a crash's cause may be printed above its header;
+# `Exception ignored in: ...` above a traceback marks it as a destructor's at exit (loglines.tracebacks).
+LINES_BEFORE: dict[str, int] = {"Exit code:": 3, "Scheduler hit an exception": 20, TRACEBACK: 1}
 NAMED_SKIPPED = 3  # skipped model modules listed in a summary
 PATCHED_MODULE_IMPORT = "patched-module-import"
 

@@ -35,6 +35,8 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
   possibly due to a network error or a remote process exiting prematurely.` in a worker, and
   torch.distributed's rendezvous timeouts `DistStoreError: Timed out after N seconds waiting for
   clients` (rank 0) / `DistNetworkError: The client socket has timed out` (a headless node)
+- `nccl`: `RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)`
+  (`vllm/distributed/device_communicators/pynccl_wrapper.py` NCCL_CHECK) in a worker
 - the engine's own error (`engine_error`): the exception ending the traceback a crashed process logs
   under its header: a worker's `WorkerProc hit an exception.` / `WorkerProc failed to start.` (0.32.0
   `vllm/v1/executor/multiproc_executor.py:1063,953`), the engine core's `EngineCore failed to start.` /
@@ -69,7 +71,7 @@ NEEDLES: tuple[str, ...] = (
     "Unsupported speculative method", "Invalid method", "Eagle3 is only supported", "does not support EAGLE3",
     "are not supported for now", "Attempted to load weight", "There is no module or parameter named",
     "KeyError", "error: unrecognized arguments", "error: argument", "Engine core initialization failed",
-    "ncclRemoteError", "DistStoreError", "DistNetworkError", *CRASH_HEADERS, WORKER_QUOTED, "EngineDeadError",
+    "ncclRemoteError", "DistStoreError", "DistNetworkError", "NCCL error: ", *CRASH_HEADERS, WORKER_QUOTED, "EngineDeadError",
 )
 
 _Check = Callable[[list[str]], "Diagnosis | None"]
@@ -303,5 +305,8 @@ CHECKS: tuple[_Check, ...] = (
                                                       "went away or could not be reached")
                     + ": see that node's log (`orch logs RUN --node N`) and check the network between the nodes "
                       "(the master address and port must be reachable from every node)."),
+    _rule("nccl", r"RuntimeError: NCCL error: (.+?)(?: \(run with NCCL_DEBUG=INFO for details\))?$",
+          lambda m: f"NCCL (the GPUs' communication) failed: {m.group(1)}: rerun with NCCL_DEBUG=INFO and check that no "
+                    "other job holds these GPUs and that the interconnect (NCCL_SOCKET_IFNAME, IB) is healthy."),
     engine_error,
 )
