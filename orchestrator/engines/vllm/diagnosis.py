@@ -139,6 +139,7 @@ _POINTERS = re.compile(r"WorkerProc initialization failed due to an exception|En
                        r"|EngineCore encountered an issue|Engine process failed to start|Worker failed with error")
 _QUOTED = re.compile(re.escape(WORKER_QUOTED) + r"(?P<message>.*)', please check the stack trace")
 TRACEBACK_LINES = 2000  # lines of one record read for its exception
+_Record = tuple[tuple[str | None, str | None], str]  # ((process, where), the text after the prefix)
 
 
 def engine_error(lines: list[str]) -> Diagnosis | None:
@@ -157,7 +158,7 @@ def engine_error(lines: list[str]) -> Diagnosis | None:
                      "worker traceback there names the cause.", (header,))
 
 
-def _record(line: str) -> tuple[tuple[str | None, str | None], str]:
+def _record(line: str) -> _Record:
     """((process, where) of the record a line belongs to, the line's text after the prefix)."""
     found = _RECORD.match(line)
     assert found is not None  # every part is optional
@@ -172,11 +173,11 @@ def _is_crash_line(line: str) -> bool:
     return any(h in line for h in CRASH_HEADERS) or _POINTERS.search(line) is not None or "EngineDeadError" in line
 
 
-def _first_exception(lines: list[str], records: list, headers: tuple[str, ...]) -> tuple[str, str, str] | None:
+def _first_exception(lines: list[str], records: list[_Record], headers: tuple[str, ...]) -> tuple[str, str, str] | None:
     """(exception text, its line, the header line) of the first header whose traceback ends in an
     exception that is a cause, not a pointer to one."""
     for i, line in enumerate(lines):
-        if not any(h in line for h in headers):
+        if not any(h in line for h in headers) or records[i][1][:1].isspace():  # not a frame's source line
             continue
         key = records[i][0]
         own = [(records[j][1], lines[j]) for j in range(i, min(len(lines), i + TRACEBACK_LINES)) if records[j][0] == key]

@@ -67,7 +67,7 @@ def _points(kind: str, rows: list[dict[str, object]]) -> list[SeriesPoint]:
                         {k: v for k, v in row.items() if k != "time" and v is not None}) for seq, row in enumerate(rows)]
 
 
-def log_measures(spec: list[dict[str, object]], throughput: list[dict[str, object]] = (),
+def log_measures(spec: Sequence[dict[str, object]], throughput: Sequence[dict[str, object]] = (),
                  num_speculative_tokens: int | None = None) -> list[Measure]:
     """What the stats lines say of the whole run. accept_len and draft_accept_rate over the
     intervals as /metrics' counters give them over the run: each interval weighted by its drafts
@@ -75,8 +75,8 @@ def log_measures(spec: list[dict[str, object]], throughput: list[dict[str, objec
     generation throughput` of the intervals that generated tokens (vLLM prints one more idle line
     after the load stops)."""
     spec_found = weighted_spec(spec, num_speculative_tokens)
-    generating = [float(r["generation_throughput"]) for r in throughput
-                  if isinstance(r.get("generation_throughput"), float) and r["generation_throughput"] > 0]
+    rates = [r.get("generation_throughput") for r in throughput]
+    generating = [rate for rate in rates if isinstance(rate, float) and rate > 0]
     return [Measure("accept_len", spec_found.accept_len, LOG_SOURCE, spec_found.note),
             Measure("draft_accept_rate", spec_found.accept_rate, LOG_SOURCE, "sum(accepted) / sum(drafted) of the lines"),
             Measure("gen_throughput", sum(generating) / len(generating) if generating else None, LOG_SOURCE,

@@ -28,6 +28,7 @@ which the mean's two printed decimals make approximate.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 SPEC_HEADER = "SpecDecoding metrics: "
@@ -94,32 +95,31 @@ class SpecTotals(NamedTuple):
     note: str  # how the drafts were counted
 
 
-def weighted_spec(rows: list[dict[str, object]], num_speculative_tokens: int | None = None) -> SpecTotals:
+def weighted_spec(rows: Sequence[dict[str, object]], num_speculative_tokens: int | None = None) -> SpecTotals:
     """The run's accept length and draft acceptance over its SpecDecoding lines, each interval
     weighted by its drafts (a plain mean of the intervals' means weighs a nearly idle interval like a
     busy one)."""
-    per_draft = next((len(r["per_position"]) for r in rows if r.get("per_position")), None) or num_speculative_tokens
+    rates = [r.get("per_position") for r in rows]
+    per_draft = next((len(r) for r in rates if isinstance(r, tuple) and r), None) or num_speculative_tokens
     accepted = drafted = counted = 0
     drafts = 0.0
     for row in rows:
         found = _drafts(row, per_draft)
         if found is None:
             continue
-        drafts += found
-        accepted += int(row["accepted"])  # type: ignore[call-overload]
-        drafted += int(row["drafted"])  # type: ignore[call-overload]
-        counted += 1
+        drafts, accepted, drafted, counted = drafts + found[0], accepted + found[1], drafted + found[2], counted + 1
     how = f"drafted / {per_draft} tokens a draft" if per_draft else "accepted / (mean - 1)"
     return SpecTotals(1 + accepted / drafts if drafts > 0 else None, accepted / drafted if drafted > 0 else None,
                       f"1 + sum(accepted) / sum(drafts) of {counted} SpecDecoding-line intervals (drafts: {how})")
 
 
-def _drafts(row: dict[str, object], per_draft: int | None) -> float | None:
+def _drafts(row: dict[str, object], per_draft: int | None) -> tuple[float, int, int] | None:
+    """(drafts, accepted tokens, drafted tokens) of one line; None for a line without its counts."""
     accepted, drafted, mean = row.get("accepted"), row.get("drafted"), row.get("mean_accept_len")
     if not isinstance(accepted, int) or not isinstance(drafted, int):
         return None
     if per_draft:
-        return drafted / per_draft
+        return drafted / per_draft, accepted, drafted
     if isinstance(mean, float) and mean > 1:
-        return accepted / (mean - 1)
+        return accepted / (mean - 1), accepted, drafted
     return None
