@@ -225,6 +225,17 @@ def test_import_of_startup_lines_only_records_a_run_that_never_finished(tmp_path
     assert "while the server was starting" in record["error"]
 
 
+def test_import_of_a_vllm_log_cut_after_its_arguments_never_finished(tmp_path):
+    """The first lines of a real log, up to the engine's config print: non-default args, no ready line."""
+    lines = (FIXTURES / "vllm_cpu_0.32.0_head_dim_16.log").read_text().splitlines(keepends=True)
+    head = tmp_path / "head.log"
+    head.write_text("".join(lines[:lines.index(next(x for x in lines if "Initializing a V1 LLM engine" in x)) + 1]))
+    done = orch(tmp_path, "import", str(head))
+    assert done.returncode == 1 and "imported (vllm)" in done.stdout, done.stdout + done.stderr
+    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    assert record["status"] == "interrupted" and record["params"]["model_path"] == "/tmp/rv/hd16"
+
+
 def test_import_of_a_real_vllm_crash_names_the_workers_error(tmp_path):
     done = orch(tmp_path, "import", str(FIXTURES / "vllm_cpu_0.32.0_head_dim_16.log"))
     assert done.returncode == 1, done.stdout + done.stderr
