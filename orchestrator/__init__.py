@@ -134,9 +134,11 @@ def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _S
     from orchestrator.core import inventory as inventories, plancheck, spec as specs
 
     loaded = specs.load(_Path(spec))
+    hosts_file = inventories.load(_Path(inventory))
+    plancheck.check_template_place(loaded, hosts_file.template_folders)
     plans = specs.expand(loaded, overrides, tuple(variants))
     plancheck.check(loaded, plans, list(overrides))
-    chosen = inventories.load(_Path(inventory)).select(tuple(hosts) or loaded.hosts)
+    chosen = hosts_file.select(tuple(hosts) or loaded.hosts)
     return loaded, plans, chosen
 
 

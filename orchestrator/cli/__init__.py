@@ -102,9 +102,10 @@ def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants:
     from orchestrator.core import plancheck
 
     spec = specs.load(spec_path)
+    inv = inventories.load(settings.inventory)
+    plancheck.check_template_place(spec, inv.template_folders)
     plans = specs.expand(spec, overrides, tuple(variants))
     plancheck.check(spec, plans, overrides)
-    inv = inventories.load(settings.inventory)
     chosen = inv.select(_split(hosts) or spec.hosts)
     return spec, plans, chosen
 

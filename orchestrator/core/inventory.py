@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import names, yamlfile
+from . import names, render, yamlfile
 from orchestrator import engines
 from orchestrator.errors import SpecError
 from .spec import ENV_NAME
@@ -100,6 +100,7 @@ class Host:
 class Inventory:
     path: Path
     hosts: dict[str, Host]
+    template_folders: tuple[Path, ...] = ()  # `template_folders:` more folders a template may come from
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[Host]:
         """Hosts by name or tag, in inventory order; an unknown name is an error naming the known ones."""
@@ -122,14 +123,15 @@ class Inventory:
 
 def load(path: Path) -> Inventory:
     data = yamlfile.load(path)
-    yamlfile.check_keys(data, {"hosts"}, "the inventory")
+    yamlfile.check_keys(data, {"hosts", render.FOLDERS_KEY}, "the inventory")
+    folders = render.named_folders(data.get(render.FOLDERS_KEY), path.parent, data.where(render.FOLDERS_KEY))
     hosts_data = yamlfile.require_mapping(data.get("hosts") or {}, data.where("hosts"), "`hosts`")
     hosts = {}
     for name, body in hosts_data.items():
         names.identifier(name, hosts_data.where(name), "host name", "rename the host")
         body = body if body is not None else yamlfile.Located(source=str(path), line=hosts_data.line_of(name))
         hosts[name] = _host(name, yamlfile.require_mapping(body, hosts_data.where(name), f"host '{name}'"))
-    return Inventory(path, hosts)
+    return Inventory(path, hosts, folders)
 
 
 def _host(name: str, body: yamlfile.Located) -> Host:

@@ -4,6 +4,7 @@ uses as numbers are numbers. Each problem is one SpecError naming file:line (or 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,15 @@ METRICS = (
 WHOLE_NUMBERS = {"port": (1, 65535), "tp_size": (1, None)}
 # `params.items()` and the like read every param: `params.NAME` is a param only for other names
 DICT_METHODS = {"items", "keys", "values", "get"}
+
+
+def check_template_place(spec: Spec, inventory_folders: tuple[Path, ...] = ()) -> None:
+    """Refuse a template outside the folders orch trusts (render.trusted_folders): the experiment's
+    own and the inventory's `template_folders:` add to them."""
+    folders = render.trusted_folders(spec.path, (*spec.template_folders, *inventory_folders))
+    if not render.is_trusted(spec.template, folders):
+        located = yamlfile.load(spec.path)
+        raise render.untrusted_error(spec.template, folders, located.where("template" if "template" in located else None))
 
 
 def check(spec: Spec, plans: list[RunPlan], overrides: list[str]) -> None:
@@ -86,7 +96,8 @@ def read_params(spec: Spec, given: dict[str, Any]) -> set[str] | None:
     read; None when the template reads params by a name only known when it renders (`params[name]`,
     `params.items()`): then any key may be used."""
     names: set[str] = set(ORCH_PARAMS) | set(spec.extra_params)
-    env = render.environment(spec.template.parent)
+    folder = Path(os.path.realpath(spec.template)).parent  # where the renderer reads includes from
+    env = render.environment(folder)
     values = [*spec.params.items(), *(item for v in spec.variants for item in v.params.items()),
               *((k, v) for k, vs in spec.matrix.items() for v in vs), *given.items()]
     sources = [(f"{spec.template}:{{line}}", _template_text(spec.template))]
@@ -100,10 +111,13 @@ def read_params(spec: Spec, given: dict[str, Any]) -> set[str] | None:
         if found is None:
             return None
         names |= found
-        for ref in meta.find_referenced_templates(tree):
+        for ref, line in render.referenced(tree):
             if ref is None:  # an include chosen when rendering: anything may be read
                 return None
-            included = spec.template.parent / ref
+            try:
+                included = render.included_path(folder, ref)
+            except render.OutsideFolder as exc:
+                raise exc.error(where.replace("{line}", str(line)) if "{line}" in where else where) from None
             if str(included) not in seen:
                 seen.add(str(included))
                 sources.append((f"{included}:{{line}}", _template_text(included)))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import datasets, names as identifiers, yamlfile
+from . import datasets, names as identifiers, render, yamlfile
 from .defaults import (DEFAULT_DEBUG_PATTERN as DEFAULT_DEBUG_PATTERN, HOST_SPECIFIC_PARAMS as HOST_SPECIFIC_PARAMS,
                        PATCHED_SITE as PATCHED_SITE)  # named as spec.* too
 from orchestrator import engines
@@ -100,6 +100,7 @@ class Spec:
     engine: str = engines.DEFAULT  # `engine:` the serving engine (engines.KNOWN)
     fresh_server: bool = False  # `fresh_server: true`: every run launches its own server (no reuse)
     nodes: int = 1  # `nodes: N`: each run spans N hosts (run/multinode.py)
+    template_folders: tuple[Path, ...] = ()  # `template_folders:` more folders a template may come from
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class RunPlan:
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
-    "secrets", "engine", "fresh_server", "nodes",
+    "secrets", "engine", "fresh_server", "nodes", render.FOLDERS_KEY,
 }
 WORKLOAD_PREFIX = "workload."  # a matrix or --set key `workload.concurrency` varies the workload, not a param
 
@@ -188,6 +189,7 @@ def load(path: Path) -> Spec:
         allow=_allow(data, engine),
         extra_params=_names(data, "extra_params"),
         secrets=_env_names(data, "secrets"),
+        template_folders=render.named_folders(data.get(render.FOLDERS_KEY), path.parent, data.where(render.FOLDERS_KEY)),
     )
 
 
@@ -631,7 +633,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-TRANSFORMS = ("rename_keys", "d2t_to_offsets")
+TRANSFORMS = ("rename_keys", "d2t_to_offsets", "d2t_to_absolute")  # d2t_to_absolute makes a fault
 
 
 def _checkpoints(data: Located, path: Path) -> tuple[CheckpointDef, ...]:
@@ -675,5 +677,5 @@ def _transforms(body: Located, name: str) -> tuple[dict[str, Any], ...]:
                                 f"e.g. {{\"layers.0.\": \"midlayer.\"}}")
             result.append({"rename_keys": {str(k): str(v) for k, v in value.items()}})
         else:
-            result.append({"d2t_to_offsets": True})
+            result.append({kind: True})
     return tuple(result)

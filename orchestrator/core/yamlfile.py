@@ -54,21 +54,21 @@ class _Loader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            return self._compose_alias()
+            return self._compose_alias(parent, index)
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
                 raise SpecError(f"{self._here()}: values are nested more than {MAX_DEPTH} deep; "
                                 "flatten the mapping or list")
-            node = super().compose_node(parent, index)
+            node: Any = super().compose_node(parent, index)
         finally:
             self.depth -= 1
-        self.sizes[id(node)] = 1 + sum(self.sizes[id(child)] for child in _children(node))
+        self.sizes[id(node)] = 1 + sum((self.sizes[id(child)] for child in _children(node)), 0)
         return node
 
-    def _compose_alias(self) -> Any:
-        event = self.peek_event()
-        node = super().compose_node(None, None)  # the anchor's node (or PyYAML's undefined-alias error)
+    def _compose_alias(self, parent: Any, index: Any) -> Any:
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        node = super().compose_node(parent, index)  # the anchor's node (or PyYAML's undefined-alias error)
         size = self.sizes.get(id(node))
         where = f"{self.source}:{event.start_mark.line + 1}"
         if size is None:  # the anchor is still being read: the value would contain itself
@@ -82,7 +82,8 @@ class _Loader(yaml.SafeLoader):
         return node
 
     def _here(self) -> str:
-        return f"{self.source}:{self.peek_event().start_mark.line + 1}"
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        return f"{self.source}:{event.start_mark.line + 1}"
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
