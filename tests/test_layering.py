@@ -18,6 +18,8 @@ engine *seam*, `engines/__init__.py` is the *registry*, the engine packages `eng
     report    report/                                     errors, core, seam, store, run
     cli       cli/                                        every layer above but top
     top       __init__.py (the library face), testing.py  every layer but cli
+    tinymodels tinymodels/ (a maker of test models)       errors, host (checkpoint transforms); a leaf:
+                                                          no other layer imports it
 
 Every import counts: at the top, inside a function, under `if TYPE_CHECKING:` (a type is
 knowledge of the layer it comes from, whether or not Python loads it). One exception, written in
@@ -33,7 +35,8 @@ Three rules beside the table:
 (a) `core/` is pure: it imports no orch layer but errors and the registry (no engine, not even the seam) and none of
     asyncio, asyncssh, sqlmodel, sqlalchemy.
 (b) third-party seams: asyncssh only in remote/, sqlmodel and sqlalchemy only in store/, typer and
-    rich only in cli/, plotly only in report/.
+    rich only in cli/, plotly only in report/, torch, transformers, tokenizers and safetensors only in
+    tinymodels/ (it runs under the real engine's venv, never in orch's own).
 (c) nothing outside `engines/` names an engine: its package name in an identifier, an import or a
     string; its endpoints, JSON fields, log lines or programs in a string. Strings are the
     constants that do something: docstrings and other bare string statements are prose and may
@@ -69,13 +72,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "top", "registry",
                       "report"}),
     "top": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "registry"}),
+    "tinymodels": frozenset({"errors", "host"}),  # a leaf: in no other layer's set
 }
 TYPING_ONLY: dict[str, frozenset[str]] = {"seam": frozenset({"host", "remote"})}  # under `if TYPE_CHECKING:` only
-FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli"}  # a folder that is a layer of its own
+FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli", "tinymodels"}  # a folder that is a layer of its own
 
 CORE_FORBIDDEN_LIBRARIES = {"asyncio", "asyncssh", "sqlmodel", "sqlalchemy"}
 LIBRARY_HOMES = {"asyncssh": "remote", "sqlmodel": "store", "sqlalchemy": "store", "typer": "cli", "rich": "cli",
-                 "plotly": "report"}
+                 "plotly": "report", "torch": "tinymodels", "transformers": "tinymodels", "tokenizers": "tinymodels",
+                 "safetensors": "tinymodels"}
 
 # What names an engine. Each term is engine knowledge found in engines/sglang or engines/vllm
 # (test_terms_are_engine_knowledge keeps the list honest).
@@ -354,6 +359,20 @@ def test_table_fires_on_upward_imports_relative_and_under_type_checking():
         "orchestrator/engines/base.py:4: seam imports orchestrator.host.push (host)",
         "orchestrator/engines/__init__.py:2: registry imports orchestrator.engines.sglang.engine (engines)",
     ]
+
+
+def test_tinymodels_is_a_leaf_no_layer_imports():
+    """The model maker runs under another venv (torch): a module importing it would need that venv."""
+    assert not any("tinymodels" in allowed for allowed in ALLOWED.values())
+    cli = parse("orchestrator/cli/x.py", "from orchestrator.tinymodels import cache\n")
+    maker = parse("orchestrator/tinymodels/x.py", "import torch\nfrom orchestrator.host import checkpoint\n"
+                                                  "from orchestrator.run import execute\n")
+    assert upward_imports([cli, maker]) == [
+        "orchestrator/cli/x.py:1: cli imports orchestrator.tinymodels.cache (tinymodels)",
+        "orchestrator/tinymodels/x.py:3: tinymodels imports orchestrator.run.execute (run)",
+    ]
+    assert misplaced_libraries([parse("orchestrator/host/y.py", "import torch\n"), maker]) == [
+        "orchestrator/host/y.py:1: torch outside tinymodels/"]
 
 
 def test_cross_engine_rule_fires_on_another_engines_module_only():

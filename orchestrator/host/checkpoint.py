@@ -4,6 +4,8 @@ then pushed to each run's host; the run records source hash, transforms, result 
 Transforms:
     rename_keys: {"layers.0.": "midlayer."}   prefix map on safetensors keys (and the shard index)
     d2t_to_offsets                            absolute target ids in `d2t` -> offsets (d2t[i] - i)
+    d2t_to_absolute                           the inverse: offsets -> absolute ids (d2t[i] + i); it makes
+                                              the fault a draft converted the wrong way carries
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from orchestrator.core.spec import CheckpointDef
 from orchestrator.remote import Connection
 
 INDEX_NAME = "model.safetensors.index.json"
+D2T_FORMS = ("offsets", "absolute")  # each d2t transform converts from the other form
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,13 @@ def prepare(checkpoint: CheckpointDef, cache: Path | None = None) -> Prepared:
 def apply_all(src: Path, out: Path, transforms: tuple[dict[str, Any], ...], where: str) -> None:
     """Write `src` with `transforms` applied into the empty folder `out`."""
     renames: dict[str, str] = {}
-    to_offsets = False
+    d2t_to: str | None = None  # the form d2t is rewritten into: "offsets" or "absolute"
     for transform in transforms:
         if "rename_keys" in transform:
             renames.update(transform["rename_keys"])
-        if "d2t_to_offsets" in transform:
-            to_offsets = True
+        for form in D2T_FORMS:
+            if f"d2t_to_{form}" in transform:
+                d2t_to = form
     target_vocab = _target_vocab(src)
     found_d2t = False
     for here, dirs, names in os.walk(src):
@@ -91,13 +95,13 @@ def apply_all(src: Path, out: Path, transforms: tuple[dict[str, Any], ...], wher
             target = out / source.relative_to(src)
             target.parent.mkdir(parents=True, exist_ok=True)
             if name.endswith(".safetensors"):
-                found_d2t |= _rewrite_shard(source, target, renames, to_offsets, target_vocab, where)
+                found_d2t |= _rewrite_shard(source, target, renames, d2t_to, target_vocab, where)
             elif name == INDEX_NAME and renames:
                 _rewrite_index(source, target, renames)
             else:
                 shutil.copyfile(source, target)
-    if to_offsets and not found_d2t:
-        raise SpecError(f"{where}: transform d2t_to_offsets: no tensor named d2t in {src}")
+    if d2t_to and not found_d2t:
+        raise SpecError(f"{where}: transform d2t_to_{d2t_to}: no tensor named d2t in {src}")
 
 
 def rename(name: str, renames: dict[str, str]) -> str:
@@ -115,7 +119,7 @@ def _target_vocab(src: Path) -> int | None:
     return config.get("vocab_size")
 
 
-def _rewrite_shard(source: Path, target: Path, renames: dict[str, str], to_offsets: bool,
+def _rewrite_shard(source: Path, target: Path, renames: dict[str, str], d2t_to: str | None,
                    target_vocab: int | None, where: str) -> bool:
     header = safetensors.read_header_file(source)
     plan: list[tuple[str, Any]] = []
@@ -127,17 +131,20 @@ def _rewrite_shard(source: Path, target: Path, renames: dict[str, str], to_offse
         names.add(new)
         plan.append((new, info))
     found = False
-    if to_offsets and "d2t" in header.tensors:
+    if d2t_to and "d2t" in header.tensors:
         found = True
         d2t = safetensors.read_tensor_file(source, "d2t", header).astype(np.int64)
         t2d = safetensors.read_tensor_file(source, "t2d", header) if "t2d" in header.tensors else None
         vocab = len(t2d) if t2d is not None else target_vocab
         form = d2t_form(d2t, int(vocab or 2**62), t2d)
-        if form != "absolute":
-            raise SpecError(f"{where}: transform d2t_to_offsets: d2t in {source} already holds {form} values, "
-                            f"not absolute ids; remove the transform")
-        offsets = (d2t - np.arange(len(d2t))).astype(np.dtype(safetensors.NUMPY_DTYPES[header.tensors["d2t"].dtype]))
-        plan = [(n, offsets if n == rename("d2t", renames) else item) for n, item in plan]
+        wanted = D2T_FORMS[D2T_FORMS.index(d2t_to) - 1]  # the form the transform converts from
+        if form != wanted:
+            said = {"offsets": "offsets", "absolute": "absolute ids"}
+            raise SpecError(f"{where}: transform d2t_to_{d2t_to}: d2t in {source} already holds "
+                            f"{said.get(form, form + ' values')}, not {said[wanted]}; remove the transform")
+        step = -np.arange(len(d2t)) if d2t_to == "offsets" else np.arange(len(d2t))
+        values = (d2t + step).astype(np.dtype(safetensors.NUMPY_DTYPES[header.tensors["d2t"].dtype]))
+        plan = [(n, values if n == rename("d2t", renames) else item) for n, item in plan]
     safetensors.write_file(target, source, plan, header.metadata)
     return found
 
