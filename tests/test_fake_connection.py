@@ -208,9 +208,11 @@ def test_the_lock_is_taken_with_one_command_and_a_live_holder_refuses():
     owner = json.dumps({"controller": "elsewhere", "pid": 1, "pid_started": "", "token": "t", "command": "run",
                         "run": "", "started_at": "2026-01-01T00:00:00Z", "lease_s": 60.0})
     busy.script(r"noclobber", stdout=f"{shell.LOCK_MARKER} held 1000 995\n{owner}\n".encode())
+    taker = HostLock(busy, "/home/orch/.orch", "run")
+    busy_take = json.dumps(asdict(taker.owner), sort_keys=True)
     with pytest.raises(HostBusy, match="busy: .* held by controller elsewhere pid 1"):
-        go(HostLock(busy, "/home/orch/.orch", "run").acquire())
-    assert not any("rm -f" in c for c in busy.commands), "a live holder's lock is never broken"
+        go(taker.acquire())
+    assert busy.commands == [shell.lock_take("/home/orch/.orch/lock", busy_take)], "a live holder's lock is never broken"
 
 
 def test_a_stale_lock_is_broken_with_its_exact_content_and_taken_again():

@@ -1,7 +1,9 @@
 """One orch command per host at a time: `<workdir>/lock` names its owner and carries a lease.
 
-The lock is created atomically on the host (the shell's noclobber turns `>` into an O_EXCL
-create), so of two controllers racing for a host exactly one wins. The owner renews the lease
+The lock is written whole to a temporary file and then linked into place on the host (a hard link
+fails where the lock exists, as an O_EXCL create does), so of two controllers racing for a host
+exactly one wins, and no crash or full disk leaves an empty lock: an empty or unreadable one is
+stale at once. The owner renews the lease
 from a background task while it works; the lease is judged by the host's clock (the lock file's
 mtime against the host's `date`), so controllers with skewed clocks still agree. A lock is stale,
 and is broken with a warning, when its lease ran out or when its owner was a process on this
@@ -27,7 +29,6 @@ from orchestrator.remote.base import command_failed
 
 LEASE_SECONDS = 60.0
 RENEWALS_PER_LEASE = 4
-UNREADABLE_GRACE_SECONDS = 10.0  # an empty lock younger than this may still be being written
 TAKE_ATTEMPTS = 3
 
 
@@ -60,10 +61,8 @@ class Holder:
 
     def stale_reason(self) -> str | None:
         """Why this lock can be broken, or None while its owner may still be working."""
-        if self.owner is None:
-            if self.age_s > UNREADABLE_GRACE_SECONDS:
-                return f"its content is unreadable and {self.age_s:.0f} s old"
-            return None
+        if self.owner is None:  # orch puts a lock in place only once written whole (shell.lock_take)
+            return f"it is empty or unreadable ({self.content.strip()[:60]!r}), so no owner can be working under it"
         owner = self.owner
         if self.age_s > owner.lease_s:
             return f"its lease ran out ({self.age_s:.0f} s since the last renewal, lease {owner.lease_s:.0f} s)"
@@ -91,8 +90,8 @@ class HostLock:
         for _ in range(TAKE_ATTEMPTS):
             done = await self.conn.run(shell.lock_take(self.path, _encode(self.owner)))
             if shell.LOCK_MARKER not in done.out:
-                raise command_failed(done, f"{self.conn.host.name}: cannot create {self.path}: {done.err.strip()}; "
-                                           f"check that the host's workdir is writable")
+                raise command_failed(done, f"{self.conn.host.name}: cannot create {self.path}: "
+                                           f"{' '.join(done.err.split())}; {_unwritable_hint(done.err)}")
             holder = _parse_state(done.out)
             if holder is None:  # taken
                 return broken
@@ -178,6 +177,12 @@ def _proc_stat(pid: int) -> tuple[str, str]:
         return "", ""
     fields = stat.rsplit(")", 1)[-1].split()  # the command name may hold spaces and parentheses
     return (fields[0], fields[19]) if len(fields) > 19 else ("", "")
+
+
+def _unwritable_hint(err: str) -> str:
+    if "No space left" in err or "Disk quota" in err:
+        return "free space on the host's disk that holds the workdir (nothing was left behind)"
+    return "check that the host's workdir is writable"
 
 
 def _encode(owner: LockOwner) -> str:
