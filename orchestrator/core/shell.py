@@ -371,6 +371,13 @@ def sweep_journal(root: str) -> str:
     )
 
 
+def unwritable_folders(files: Iterable[str]) -> str:
+    """Print each folder of `files` the host's user cannot write into (`test -w` is false on a
+    read-only file system even for root): a patch writes a temporary file there and renames it."""
+    folders = sorted({posixpath.dirname(f) or "/" for f in files})
+    return f"for d in {' '.join(path(f) for f in folders)}; do [ -w \"$d\" ] || printf '%s\\n' \"$d\"; done; true"
+
+
 def lock_take(lock: str, content: str) -> str:
     """Create `lock` holding `content` only if it does not exist. The content is written whole to a
     temporary file first and then hard-linked into place (link(2) fails if `lock` exists: atomic

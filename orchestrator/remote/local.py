@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import shutil
@@ -51,7 +52,10 @@ class LocalConnection:
         return await asyncio.to_thread(self._path(path).read_bytes)
 
     async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
-        await asyncio.to_thread(_write_atomic, self._path(path), data, mode)
+        try:
+            await asyncio.to_thread(_write_atomic, self._path(path), data, mode)
+        except OSError as exc:  # a host error with what to do, as over SSH; not a traceback
+            raise _write_error(self.host.name, path, exc) from None
 
     async def stat(self, path: str) -> FileStat | None:
         try:
@@ -102,6 +106,16 @@ def _write_atomic(target: Path, data: bytes, mode: int | None) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _write_error(host: str, path: str, exc: OSError) -> HostError:
+    if exc.errno == errno.EROFS:
+        return HostError(f"{host}: cannot write {path}: its folder is on a read-only file system; make it "
+                         f"writable, or install the package where orch may write (a virtual environment of your own)")
+    if isinstance(exc, PermissionError):
+        return HostError(f"{host}: permission denied to write {path}; check the owner of the file or run orch "
+                         f"as its owner")
+    return HostError(f"{host}: could not write {path}: {exc.strerror or exc}")
 
 
 def _copy(source: Path, target: Path, offset: int, advance: Callable[[int], None] | None) -> None:

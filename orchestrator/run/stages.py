@@ -4,11 +4,13 @@ in order (see `attempt.Stage`)."""
 from __future__ import annotations
 
 import asyncio
+import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core import patching
+from orchestrator.core import patching, shell
+from orchestrator.errors import HostError
 from orchestrator.core.spec import Spec
 from orchestrator.host import checkpoint, overlay, server
 from orchestrator.host.journal import APPLIED, DRIFTED, REVERTED
@@ -51,6 +53,7 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
         return await _patch_a_copy(attempt, prepared)
     if await sharing.join(attempt):
         return
+    await _ensure_writable(attempt, prepared)
     shared = sharing.begin(attempt, prepared)
     rows: list[PatchRow] | None = None
     try:
@@ -68,6 +71,24 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
         raise
     finally:
         sharing.settle(shared, rows)
+
+
+async def _ensure_writable(attempt: Attempt, prepared: list[Prepared]) -> None:
+    """Refuse, before the journal writes anything, a patch into a folder the host's user cannot
+    write (a read-only package folder): one host error, the host untouched."""
+    if not prepared:
+        return
+    done = await attempt.session.conn.run(shell.unwritable_folders([file for _, file, _, _ in prepared]),
+                                          idempotent=True)
+    folders = [line for line in done.out.splitlines() if line.strip()]
+    if not folders:
+        return
+    patch, file = next(((p, f) for p, f, _, _ in prepared if posixpath.dirname(f) == folders[0]),
+                       (prepared[0][0], prepared[0][1]))
+    raise HostError(f"{attempt.session.host.name}: cannot write {folders[0]} (a read-only file system, or no "
+                    f"write permission), so patch '{patch.name}' cannot change {file}; nothing was changed; make "
+                    "the folder writable, or install the package where orch may write (a virtual environment "
+                    "of your own)")
 
 
 async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
