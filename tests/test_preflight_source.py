@@ -106,7 +106,8 @@ def preflight(python: Path, tmp_path: Path, target: dict, draft: dict, weights: 
     """{code: finding} for one run of these checkpoints on a host running this SGLang."""
     target_dir = checkpoint(tmp_path / "target", target)
     draft_dir = draft_folder or checkpoint(tmp_path / "draft", draft, tensors() if weights is None else weights)
-    params = {"model_path": str(target_dir), "draft_model_path": str(draft_dir), "speculative_algorithm": algorithm}
+    # by SGLang's destinations, as the preflight reads them from the launch command (`flags.command_of`)
+    params = {"model_path": str(target_dir), "speculative_draft_model_path": str(draft_dir), "speculative_algorithm": algorithm}
     found = asyncio.run(_findings(host_for(python, tmp_path), params, LONG_CONTEXT if env is None else env, patches))
     return {f.code: f for f in found}
 
@@ -377,8 +378,10 @@ def test_the_gate_stores_every_finding_and_stops_only_on_errors_not_allowed(sgla
     async def gate():
         session = await HostSession.open(host_for(python, tmp_path))
         try:
+            script = (f"exec python -m sglang.launch_server --model-path {target} --speculative-algorithm EAGLE "
+                      f"--speculative-draft-model-path {draft}\n")  # what the gate reads, not the params
             await run_preflight.gate(Attempt(type("Spec", (), {"preflight": True})(), plan, engines.get("sglang"),
-                                             session, store, run, reporter, context, "story@gpu", "", {}))
+                                             session, store, run, reporter, context, "story@gpu", script, {}))
         finally:
             await session.conn.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 from orchestrator import engines
 from orchestrator.core.inventory import Host
-from orchestrator.engines.vllm import preflight, preflight_run, rehearsal
+from orchestrator.engines.vllm import flags, preflight, preflight_run, rehearsal
 from orchestrator.host.session import HostSession
 from vllm_wheels import source_tree
 
@@ -58,10 +59,21 @@ def findings(python: Path, tmp_path: Path, params: dict, allow: tuple[str, ...] 
         host = Host("gpu", transport="local", workdir=str(tmp_path / "work"), python=str(python))
         session = await HostSession.open(host)
         try:
-            return await engines.get("vllm").preflight(session, params, {}, (), overlay, allow)
+            return await engines.get("vllm").preflight(session, script_of(params), {}, (), overlay, allow)
         finally:
             await session.conn.close()
     return asyncio.run(run())
+
+
+def script_of(params: dict) -> str:
+    """The launch command templates/vllm_launch.sh.j2 renders from these params: the preflight reads it."""
+    words = ["vllm", "serve", params["model_path"]]
+    if params.get("speculative_method"):
+        words += ["--speculative-config", json.dumps({"method": params["speculative_method"],
+                                                      "model": params["draft_model_path"],
+                                                      "num_speculative_tokens": params["num_speculative_tokens"]})]
+    words += [*params.get("extra_args", []), "--port", "8000"]
+    return "#!/bin/sh\nexec " + shlex.join(words) + "\n"
 
 
 def params(ck: Path, draft: str = HEALTHY, target: str = "kimi-k25-target", **more) -> dict:
@@ -115,9 +127,9 @@ def test_extra_args_speculative_config_is_the_one_checked(checkpoints, tmp_path)
     spec = json.dumps({"method": "eagle3", "model": str(checkpoints / ABSOLUTE), "num_speculative_tokens": 3})
     run = {"model_path": str(checkpoints / "kimi-k25-target"), "extra_args": ["--speculative-config", spec]}
     assert codes(findings(stand_in("0.33.0", tmp_path), tmp_path, run)) == ["d2t-absolute"]
-    assert preflight_run.speculative_config({"extra_args": [f"--speculative-config={spec}"]})["model"] == \
+    assert preflight_run.speculative_config(flags.command_of(script_of({**run, "extra_args": [f"--speculative-config={spec}"]})))["model"] == \
         str(checkpoints / ABSOLUTE)
-    assert preflight_run.speculative_config({"extra_args": ["--speculative-config", "{not json"]}) is None
+    assert preflight_run.speculative_config(flags.command_of(script_of({**run, "extra_args": ["--speculative-config", "{not json"]}))) is None
 
 
 def test_no_speculative_config_checks_nothing(checkpoints, tmp_path):
@@ -127,7 +139,10 @@ def test_no_speculative_config_checks_nothing(checkpoints, tmp_path):
 
 def test_missing_folder_and_host_without_vllm(checkpoints, tmp_path):
     missing = findings(stand_in("0.33.0", tmp_path), tmp_path, params(checkpoints, "no-such-draft"))
-    assert codes(missing) == ["not-a-folder"] and missing[0].severity == "info"
+    assert codes(missing) == ["checkpoint-path-missing"] and missing[0].severity == "error"  # an absolute path
+    (tmp_path / "no-config").mkdir()
+    unread = findings(stand_in("0.33.0", tmp_path), tmp_path, params(checkpoints, str(tmp_path / "no-config")))
+    assert codes(unread) == ["not-a-folder"] and unread[0].severity == "info"  # there, but not a checkpoint
     bare = python_with(tmp_path / "empty", tmp_path / "bare")
     found = findings(bare, tmp_path, params(checkpoints))
     assert codes(found) == ["source-unread"] and found[0].severity == "info"

@@ -231,12 +231,23 @@ class Engine(ABC):
         """What `check_launch` would say, as findings (`orch check`). Default: none."""
         return []
 
-    async def preflight(self, session: HostSession, params: Mapping[str, object], env: Mapping[str, str],
+    async def preflight(self, session: HostSession, script: str, env: Mapping[str, str],
                         patches: tuple[PatchDef, ...], overlay: Mapping[str, Path] | None,
                         allow: tuple[str, ...]) -> list[Finding]:
-        """The checks of the run's checkpoints against the host's engine, before anything changes;
-        `overlay` maps host paths to local folders not pushed yet. Default: none."""
+        """The checks of the run's checkpoints against the host's engine, before anything changes,
+        read from the rendered launch `script` as the engine's parser reads it (never from param
+        names); `overlay` maps host paths to local folders not pushed yet. Default: none."""
         return []
+
+    async def launch_args(self, session: HostSession, script: str, env: Mapping[str, str]) -> dict[str, object]:
+        """The launch script's server options by the engine's own names, as its parser reads them
+        (what the command asks). Default: none."""
+        return {}
+
+    def effective_args(self, launch_args: str | None) -> dict[str, object] | None:
+        """The engine's own print of the arguments it runs with (`LogReport.launch_args`) by its own
+        names, after it adjusted them; None when the log holds none. Default: None."""
+        return None
 
     async def tool_command(self, session: HostSession, tool: str, args: Mapping[str, object], port: int,
                            result: str) -> ToolCommand | None:

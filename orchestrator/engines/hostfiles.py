@@ -48,6 +48,10 @@ class HostFiles:
             raise FileNotFoundError(path)
         return found.size
 
+    async def exists(self, path: str) -> bool:
+        local = self._local(path)
+        return local.exists() if local is not None else await self.conn.stat(path) is not None
+
     async def names(self, folder: str, suffix: str) -> list[str]:
         local = self._local(folder)
         if local is not None:

@@ -51,7 +51,7 @@ async def _check_one(spec: Spec, plan: RunPlan, session: HostSession) -> dict[st
     flag_findings += await tool.findings(engine, session, spec, plan.workload or spec.workload,
                                          int(context["params"].get("port", 30000)))
     overlay: dict[str, Path] = await stages.local_checkpoints(spec, context)
-    found = await engine.preflight(session, context["params"], context["env"], plan.patches, overlay, plan.allow)
+    found = await engine.preflight(session, script, context["env"], plan.patches, overlay, plan.allow)
     params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}
     return {"variant": plan.variant, "host": session.host.name, "params": params,
             "findings": flag_findings + await _patch_findings(session, plan) + [f.as_json() for f in found]}

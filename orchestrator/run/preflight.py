@@ -18,7 +18,7 @@ async def gate(attempt: Attempt) -> None:
         store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")
         attempt.say("preflight skipped (--no-preflight)")
         return
-    findings = await attempt.engine.preflight(attempt.session, context["params"], context["env"], plan.patches,
+    findings = await attempt.engine.preflight(attempt.session, attempt.script, context["env"], plan.patches,
                                               None, plan.allow)
     store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
     for f in findings:

@@ -117,13 +117,24 @@ class SglangEngine(Engine):
         found = await hostflags.flag_set(session.conn, session.host, session.packages)
         return hostflags.findings(flags.check(script, found) if found else [], template, script)
 
-    async def preflight(self, session: HostSession, params: Mapping[str, object], env: Mapping[str, str],
+    async def preflight(self, session: HostSession, script: str, env: Mapping[str, str],
                         patches: tuple[PatchDef, ...], overlay: Mapping[str, Path] | None,
                         allow: tuple[str, ...]) -> list[Finding]:
-        from . import preflight_run  # here: its checkpoint readers load numpy, which reading a log does without
+        from . import hostflags, preflight_run  # here: its checkpoint readers load numpy, which reading a log does without
 
-        return await preflight_run.findings_for(session.conn, session.host, dict(params), dict(env), patches,
+        table = await hostflags.flag_set(session.conn, session.host, session.packages)
+        asked = flags.command_of(script, table, dict(env)).values()
+        return await preflight_run.findings_for(session.conn, session.host, asked, dict(env), patches,
                                                 dict(overlay) if overlay else None, session.packages, allow=allow)
+
+    async def launch_args(self, session: HostSession, script: str, env: Mapping[str, str]) -> dict[str, object]:
+        from . import hostflags
+
+        table = await hostflags.flag_set(session.conn, session.host, session.packages)
+        return flags.command_of(script, table, dict(env)).values()
+
+    def effective_args(self, launch_args: str | None) -> dict[str, object] | None:
+        return imported.server_args(launch_args) or None  # `server_args=ServerArgs(...)` or 0.5.23's dict
 
     async def tool_command(self, session: HostSession, tool: str, args: Mapping[str, object], port: int,
                            result: str) -> ToolCommand:

@@ -21,6 +21,8 @@ import difflib
 import shlex
 from dataclasses import dataclass, field
 
+from orchestrator.engines import command
+
 SOURCE_FILES = ("srt/server_args.py", "srt/arg_groups/fields/*.py")  # relative to the package folder
 # Flags SGLang dropped without a stand-in registration; argparse then reads them as a prefix.
 KNOWN_REMOVED = {
@@ -36,14 +38,24 @@ class FlagSet:
     options: frozenset[str]  # every option string the server's parser accepts
     deprecated: dict[str, str] = field(default_factory=dict)  # flag -> what the source says about it
     removed: dict[str, str] = field(default_factory=dict)  # flag -> why the launch would stop
+    dests: dict[str, str] = field(default_factory=dict)  # option string -> argparse destination
+    switches: frozenset[str] = frozenset()  # options that take no value (store_true, `--no-X`)
+    lists: frozenset[str] = frozenset()  # options taking values up to the next option (nargs="+")
+    negations: frozenset[str] = frozenset()  # the `--no-X` forms: their destination becomes False
 
     def as_json(self) -> dict:
         return {"version": self.version, "options": sorted(self.options), "deprecated": self.deprecated,
-                "removed": self.removed}
+                "removed": self.removed, "dests": self.dests, "switches": sorted(self.switches),
+                "lists": sorted(self.lists), "negations": sorted(self.negations)}
 
     @classmethod
     def from_json(cls, data: dict) -> "FlagSet":
-        return cls(data["version"], frozenset(data["options"]), data["deprecated"], data["removed"])
+        return cls(data["version"], frozenset(data["options"]), data["deprecated"], data["removed"],
+                   data["dests"], frozenset(data["switches"]), frozenset(data["lists"]), frozenset(data["negations"]))
+
+    def table(self) -> command.Table:
+        """How this version's parser reads a command (`engines/command.py`)."""
+        return command.Table(self.dests, self.switches, self.lists, self.negations)
 
 
 @dataclass(frozen=True)
@@ -66,15 +78,58 @@ def scan(sources: dict[str, str], version: str) -> FlagSet:
     options: set[str] = set(HELP)
     deprecated: dict[str, str] = {}
     removed: dict[str, str] = {}
+    dests: dict[str, str] = {}
+    switches: set[str] = set()
+    lists: set[str] = set()
+    negations: set[str] = set()
     for path, text in sorted(sources.items()):
-        for names, status, note in _declarations(ast.parse(text, filename=path)):
+        for found in _declarations(ast.parse(text, filename=path)):
+            names, status, note = found.names, found.status, found.note
             options.update(names)
             for name in names:
+                dests[name] = found.dest
                 if status == "removed":
                     removed[name] = note
                 elif status == "deprecated":
                     deprecated[name] = note
-    return FlagSet(version, frozenset(options), deprecated, removed)
+            switches.update(names if found.arity == SWITCH else found.negations)
+            lists.update(names if found.arity == LIST else ())
+            negations.update(found.negations)
+    return FlagSet(version, frozenset(options), deprecated, removed, dests, frozenset(switches), frozenset(lists),
+                   frozenset(negations))
+
+
+SWITCH, ONE, LIST = "switch", "one", "list"  # how many values an option takes
+SWITCH_ACTIONS = ("store_true", "store_false", "store_const", "count", "BooleanOptionalAction", "help", "version")
+
+
+@dataclass(frozen=True)
+class _Declared:
+    names: list[str]
+    status: str  # "ok" | "deprecated" | "removed"
+    note: str
+    dest: str
+    arity: str  # SWITCH | ONE | LIST
+    negations: tuple[str, ...] = ()  # the `--no-X` forms among `names`
+
+
+def _dest(names: list[str], keywords: dict[str, ast.expr]) -> str:
+    """argparse's destination: `dest=`, else the first long option without its dashes."""
+    given = _literal(keywords.get("dest"))
+    if isinstance(given, str):
+        return given
+    long = next((n for n in names if n.startswith("--")), names[0])
+    return long.lstrip("-").replace("-", "_")
+
+
+def _arity(keywords: dict[str, ast.expr]) -> str:
+    action = _literal(keywords.get("action")) or _name_of(keywords.get("action")) or ""
+    if action in SWITCH_ACTIONS or (str(action).startswith("Deprecated") and "StoreTrue" in str(action)):
+        return SWITCH
+    nargs = _literal(keywords.get("nargs"))
+    if nargs == 0:
+        return SWITCH
+    return LIST if nargs in ("+", "*") or isinstance(nargs, int) and nargs > 1 else ONE
 
 
 def _declarations(tree: ast.AST):
@@ -85,7 +140,9 @@ def _declarations(tree: ast.AST):
                      and a.value.startswith("-")]
             if names:
                 keywords = _keywords(node)
-                yield _negated(names, keywords), *_status(keywords)
+                every = _negated(names, keywords)
+                yield _Declared(every, *_status(keywords), _dest(names, keywords), _arity(keywords),
+                                tuple(every[len(names):]))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             found = _annotated_flag(node.target.id, node.annotation)
             if found:
@@ -97,16 +154,22 @@ def _annotated_flag(name: str, annotation: ast.expr):
     if not (isinstance(annotation, ast.Subscript) and _name_of(annotation.value) in ("A", "Annotated")):
         return None
     parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else []
+    # srt/arg_groups/arg_utils.py (0.5.23) adds a bool field as store_true, a List[X] one with nargs="+"
+    kind = ast.unparse(parts[0]) if parts else ""
+    arity = SWITCH if kind in ("bool", "Optional[bool]") else LIST if kind.startswith(("List[", "list[", "Optional[List[")) else ONE
     for meta in parts[1:]:
         if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
-            return ["--" + name.replace("_", "-")], *_status({"help": meta})
+            return _Declared(["--" + name.replace("_", "-")], *_status({"help": meta}), name, arity)
         if isinstance(meta, ast.Call) and _name_of(meta.func) == "Arg":
             keywords = _keywords(meta)
             if _literal(keywords.get("no_cli")) is True:
                 return None
             cli_name = _literal(keywords.get("cli_name")) or "--" + name.replace("_", "-")
             aliases = _literal(keywords.get("aliases")) or []
-            return _negated([cli_name, *aliases], keywords), *_status(keywords)
+            every = _negated([cli_name, *aliases], keywords)
+            nargs = _literal(keywords.get("nargs"))
+            arity = LIST if nargs in ("+", "*") else arity
+            return _Declared(every, *_status(keywords), name, arity, tuple(every[1 + len(aliases):]))
     return None
 
 
@@ -152,6 +215,38 @@ def _literal(node: ast.expr | None):
 
 
 # ---- the check --------------------------------------------------------------------------------
+
+def command_words(script: str) -> list[tuple[str, int]]:
+    """(word, script line) of each argument of the server command in a launch script, after its
+    entrypoint (backslash continuations joined)."""
+    lines = script.splitlines()
+    i = 0
+    while i < len(lines):
+        first = i
+        while lines[i].endswith("\\") and i + 1 < len(lines):
+            i += 1
+        i += 1
+        words: list[tuple[str, int]] = []
+        for number in range(first, i):
+            text = lines[number][:-1] if lines[number].endswith("\\") else lines[number]
+            try:
+                words += [(w, number + 1) for w in shlex.split(text, comments=True)]
+            except ValueError:
+                words = []
+                break
+        start = _after_entrypoint([w for w, _ in words])
+        if start is not None:
+            return words[start:]
+    return []
+
+
+def command_of(script: str, flags: FlagSet | None, env: dict[str, str] | None = None) -> command.Command:
+    """The server command's options as this version's parser sets them; without a flag set (no
+    SGLang source on the host), as the command itself suggests."""
+    words = command_words(script)
+    table = flags.table() if flags is not None and flags.dests else command.guessed(words)
+    return command.parse(words, table, command.exported(script, env))
+
 
 def command_flags(script: str) -> list[tuple[str, int]]:
     """(flag, script line) for each `--flag` of the server command in a launch script

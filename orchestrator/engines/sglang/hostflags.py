@@ -41,7 +41,8 @@ async def flag_set(conn: Any, host: Any, packages: dict[str, str],
         return None
     version = await package_version(conn, folder, VERSION_FILES)
     key = hashlib.sha256(json.dumps(hashes).encode()).hexdigest()[:16]
-    cached = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', version)}-{key}.json"
+    # `d2`: the set holds each option's destination and arity; a cache file from before lacks them
+    cached = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', version)}-{key}.d2.json"
     if cached.is_file():
         return flags.FlagSet.from_json(json.loads(cached.read_text()))
     sources = {path: (await conn.read_file(f"{folder}/{path}")).decode(errors="replace") for path, _ in hashes}

@@ -30,7 +30,8 @@ TOP_KEY = re.compile(r"^(?:fc\.(?:weight|bias)|norm\.weight|lm_head\.weight|embe
 NEW_NORM_KEY = re.compile(r"^(?:fc_norm\.\d+\.weight|aux_norm_(?:low|mid|high)\.weight|input_norm\.weight)$")
 TRUE_VALUES = ("1", "true", "yes", "y", "on")
 CODES = (  # every code a finding can carry; `preflight: {allow: [...]}` names them
-    "algorithm-not-eagle3", "aux-capture-disabled", "aux-capture-missing", "aux-capture-patched", "config-invalid",
+    "algorithm-not-eagle3", "aux-capture-disabled", "aux-capture-missing", "aux-capture-patched",
+    "checkpoint-path-missing", "config-invalid",
     "d2t-absolute", "d2t-invalid", "d2t-length", "d2t-missing", "draft-arch", "draft-arch-converted",
     "draft-arch-unknown", "draft-context", "draft-keys-dropped", "draft-keys-missing", "draft-keys-unknown",
     "draft-tokens-adjusted", "draft-weights-missing", "draft-weights-unchecked", "fc-missing", "fc-width",

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engines import draftweights as preflight_weights
+from orchestrator.engines import checkpaths, draftweights as preflight_weights
 from orchestrator.engines.hostfiles import HostFiles
 
 from . import preflight_source
@@ -31,12 +31,17 @@ __all__ = ["findings_for"]
 async def findings_for(conn: Any, host: Any, params: dict[str, Any], env: dict[str, str],
                        patches: tuple[PatchDef, ...], overlay: dict[str, Path] | None = None,
                        packages: dict[str, str] | None = None, allow: tuple[str, ...] = ()) -> list[Finding]:
-    """Every finding for one run's rendered params on one host; errors whose code is in `allow`
-    come back marked allowed."""
-    draft_path, model_path = params.get("draft_model_path"), params.get("model_path")
+    """Every finding for one run's launch command on one host; `params` are the command's options
+    by their SGLang destination (`model_path`, `speculative_draft_model_path`,
+    `speculative_algorithm`, ...: `flags.command_of`), never the experiment's param names. Errors
+    whose code is in `allow` come back marked allowed."""
+    draft_path, model_path = params.get("speculative_draft_model_path"), params.get("model_path")
+    files = HostFiles(conn, overlay)
+    missing = await checkpaths.missing(files, {"--model-path": model_path, "--speculative-draft-model-path": draft_path})
+    if missing:
+        return preflight.acknowledged(missing, allow)
     if str(params.get("speculative_algorithm") or "").upper() not in SPECULATIVE or not draft_path or not model_path:
         return []
-    files = HostFiles(conn, overlay)
     target_cfg = await _config(files, str(model_path))
     draft_cfg = await _config(files, str(draft_path))
     if isinstance(target_cfg, Finding) or isinstance(draft_cfg, Finding):

@@ -101,14 +101,24 @@ class VllmEngine(Engine):
                  "see `vllm serve --help` of this release"}
                 for p, line in zip(problems, flags.messages(problems, str(template), _read(template)))]
 
-    async def preflight(self, session: HostSession, params: Mapping[str, object], env: Mapping[str, str],
+    async def preflight(self, session: HostSession, script: str, env: Mapping[str, str],
                         patches: tuple[PatchDef, ...], overlay: Mapping[str, Path] | None,
                         allow: tuple[str, ...]) -> list[Finding]:
-        """The EAGLE-3 checks of the run's --speculative-config against the host's vLLM source (no
-        check reads a patched file: vLLM's rules live in files the demo's patches never touch)."""
+        """The EAGLE-3 checks of the launch command's --speculative-config against the host's vLLM
+        source (no check reads a patched file: vLLM's rules live in files the demo's patches never touch)."""
         from . import preflight_run
 
-        return await preflight_run.findings_for(session, params, overlay, allow)
+        return await preflight_run.findings_for(session, flags.command_of(script, dict(env)), overlay, allow)
+
+    async def launch_args(self, session: HostSession, script: str, env: Mapping[str, str]) -> dict[str, object]:
+        return flags.command_of(script, dict(env)).values()
+
+    def effective_args(self, launch_args: str | None) -> dict[str, object] | None:
+        """`non-default args: {...}`: what vLLM's parser made of the command (its model as `model_tag`)."""
+        args = logimport.parsed(launch_args)
+        if args and "model_tag" in args and "model" not in args:
+            args["model"] = args["model_tag"]  # the positional the command gives as `vllm serve MODEL`
+        return args or None
 
     def rehearsal(self) -> Rehearsal:
         from . import rehearsal

@@ -24,6 +24,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from orchestrator.engines import command
+
 from . import source
 
 # globs relative to the package folder; FrontendArgs and make_arg_parser live in
@@ -279,3 +281,21 @@ def messages(problems: list[Problem], template_path: str, template_text: str) ->
         near = f"; did you mean {' or '.join(p.closest)}?" if p.closest else ""
         out.append(f"{where}: {p.message}{near}")
     return out
+
+
+def command_of(script: str, env: dict[str, str] | None = None) -> command.Command:
+    """The vLLM command's options by destination, as FlexibleArgumentParser reads them
+    (`--max_model_len` is `--max-model-len`, `--no-X` sets X False); `vllm serve MODEL` gives
+    `model` from its positional. The flag set holds no arity, so an option followed by another
+    option is a switch (vLLM's bools are BooleanOptionalAction: `--X` alone)."""
+    words = command_words(script)
+    found = command.parse(words, command.guessed([(w.split(".", 1)[0] if w.startswith("--") else w, n)
+                                                   for w, n in words]), command.exported(script, env))
+    args = {_dest_of(dest): arg for dest, arg in found.args.items()}
+    if "model" not in args and found.positionals and entrypoint(script) != ENTRYPOINTS[0]:
+        args["model"] = command.Arg("model", found.positionals[0], "MODEL", words[0][1] if words else None)
+    return command.Command(args, found.positionals)
+
+
+def _dest_of(name: str) -> str:
+    return name.split(".", 1)[0].replace("-", "_")

@@ -16,6 +16,15 @@ PARAMS = {"model": "model_path", "model_tag": "model_path", "tensor_parallel_siz
 SPEC = {"method": "speculative_method", "model": "draft_model_path", "num_speculative_tokens": "num_speculative_tokens"}
 
 
+def parsed(launch_args: str | None) -> dict[str, object]:
+    """The `non-default args:` dict, or {} when there is none or it is not a dict literal."""
+    try:
+        args = ast.literal_eval((launch_args or "").strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return {}
+    return {str(k): v for k, v in args.items()} if isinstance(args, dict) else {}
+
+
 def launch_of(launch_args: str | None, where: str) -> tuple[dict[str, object], str, list[str]]:
     if not launch_args:
         return {}, "", [f"{where}: no `non-default args:` line; the launch command is unknown"]

@@ -18,7 +18,7 @@ from orchestrator.engines.finding import ERROR, WARNING, Finding
 from . import source
 
 CODES = (  # every code a finding can carry (preflight_run.py's too); `preflight: {allow: [...]}` names them
-    "aux-layers-missing", "config-invalid", "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "draft-weights-unchecked",
+    "aux-layers-missing", "checkpoint-path-missing", "config-invalid", "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "draft-weights-unchecked",
     "fc-width", "method-eagle-with-eagle3-draft", "method-unknown", "not-a-folder", "source-unread",
     "target-arch-unregistered", "target-eagle3-unsupported", "target-model-type-unsupported",
 )

@@ -1,5 +1,5 @@
-"""The I/O half of the vLLM EAGLE-3 preflight: the run's `--speculative-config` (from its params,
-as templates/vllm_launch.sh.j2 writes it, or an `extra_args` flag), the target's and draft's
+"""The I/O half of the vLLM EAGLE-3 preflight: the launch command's `--speculative-config` (read
+from the rendered command, whatever wrote it: a param, a literal, an `extra_args` flag), the target's and draft's
 config.json, the draft's tensor names and shapes and its d2t (ranged reads, the same reader as
 SGLang's preflight) and the host's vLLM source, handed to the pure `preflight.check`.
 
@@ -12,26 +12,33 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestrator.engines import checkpaths
+from orchestrator.engines.command import Command
 from orchestrator.engines.finding import ERROR, INFO, Finding, acknowledged
 from orchestrator.engines.hostfiles import HostFiles
 from orchestrator.engines.draftweights import read as read_weights
 from orchestrator.host.session import HostSession, package_version
 
-from . import hostside, logimport, preflight, source
+from . import hostside, preflight, source
 from .flags import SPEC_FLAG
 
 __all__ = ["findings_for", "speculative_config"]
 
 
-async def findings_for(session: HostSession, params: Mapping[str, object], overlay: Mapping[str, Path] | None,
+async def findings_for(session: HostSession, launch: Command, overlay: Mapping[str, Path] | None,
                        allow: tuple[str, ...]) -> list[Finding]:
-    """Every finding for one run's rendered params on one host; errors whose code is in `allow`
-    come back marked allowed. A run without a speculative config has nothing to check."""
-    spec = speculative_config(params)
-    model_path = params.get("model_path")
+    """Every finding for one run's launch command on one host (`flags.command_of`); errors whose
+    code is in `allow` come back marked allowed. A run without a speculative config has only its
+    paths to check."""
+    spec = speculative_config(launch)
+    model_path = launch.get("model")
+    files = HostFiles(session.conn, dict(overlay) if overlay else None)
+    missing = await checkpaths.missing(files, {"the model": model_path,
+                                               f"{SPEC_FLAG} model": spec.get("model") if spec else None})
+    if missing:
+        return acknowledged(missing, allow)
     if spec is None or not isinstance(spec.get("model"), str) or not model_path:
         return []
-    files = HostFiles(session.conn, dict(overlay) if overlay else None)
     target = await _config(files, str(model_path))
     draft = await _config(files, str(spec["model"]))
     if isinstance(target, Finding) or isinstance(draft, Finding):
@@ -54,23 +61,17 @@ async def findings_for(session: HostSession, params: Mapping[str, object], overl
     return acknowledged([*found, *preflight.check(facts)], allow)
 
 
-def speculative_config(params: Mapping[str, object]) -> dict[str, object] | None:
-    """The JSON the launch passes as --speculative-config: an `extra_args` flag when there is one
-    (not JSON: None, the flag check reports it), else the template's params."""
-    extra = params.get("extra_args")
-    words = [str(w) for w in extra] if isinstance(extra, list) else []
-    for i, word in enumerate(words):
-        value = word.partition("=")[2] if word.startswith(SPEC_FLAG + "=") else \
-            (words[i + 1] if word == SPEC_FLAG and i + 1 < len(words) else None)
-        if value is not None:
-            try:
-                found = json.loads(value)
-            except ValueError:
-                return None
-            return found if isinstance(found, dict) else None
-    if not params.get(logimport.SPEC["method"]):
+def speculative_config(launch: Command) -> dict[str, object] | None:
+    """The JSON the command passes as --speculative-config (the last one, as argparse keeps it);
+    None without one, or when it is not a JSON object (the flag check reports that)."""
+    value = launch.get("speculative_config")
+    if not isinstance(value, str):
         return None
-    return {key: params.get(name) for key, name in logimport.SPEC.items() if params.get(name) is not None}
+    try:
+        found = json.loads(value)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 async def _sources(session: HostSession, where: str, target: dict[str, object]) -> dict[str, str]:
