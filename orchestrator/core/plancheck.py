@@ -15,11 +15,9 @@ from . import render, spec as specs, yamlfile
 from orchestrator.errors import SpecError
 from .spec import WORKLOAD_PREFIX, RunPlan, Spec
 
-# Params orch reads itself, whatever the template does (scheduling, the port check, the preflight).
-ORCH_PARAMS = (
-    "port", "tp_size", "model_path", "draft_model_path", "context_length", "speculative_algorithm",
-    "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-)
+# Params orch reads itself, whatever the template does (scheduling, the port check). The preflight
+# reads the rendered command, never a param: a param only it read would be a typo unnoticed.
+ORCH_PARAMS = ("port", "tp_size")
 # What a template sees besides the params (execute.run_context): never a param's name.
 CONTEXT_NAMES = ("host", "run", "experiment", "variant", "params", "env", "checkpoints")
 # The metrics a run records (collect.py: workload, decode-log means, start-up time): what `expect` may name.
@@ -47,6 +45,7 @@ def check(spec: Spec, plans: list[RunPlan], overrides: list[str]) -> None:
     located = yamlfile.load(spec.path)
     given, _ = specs.parse_overrides(overrides)
     used = read_params(spec, given)
+    _check_params(spec, located, used)
     _check_matrix(spec, located, given, used)
     _check_set(spec, located, given, used)
     _check_expect(spec, located)
@@ -63,6 +62,18 @@ def _check_matrix(spec: Spec, located: yamlfile.Located, given: dict[str, Any], 
                             f"({_where(located, 'matrix', key)}), so every run of the matrix would be the same; drop one")
         if used is not None and key not in used and not key.startswith(WORKLOAD_PREFIX):
             raise SpecError(f"{_where(located, 'matrix', key)}: matrix key {key!r} {_unread(key, spec, used)}")
+
+
+def _check_params(spec: Spec, located: yamlfile.Located, used: set[str] | None) -> None:
+    """A `params:` key (the experiment's or a variant's) nothing reads is a typo or a leftover: the
+    runs would not get it, so it is refused as a matrix key is."""
+    if used is None:
+        return
+    written = [(("params", key), key) for key in spec.params]
+    written += [(("variants", v.name, "params", key), key) for v in spec.variants for key in v.params]
+    for path, key in written:
+        if key not in used:
+            raise SpecError(f"{_where(located, *path)}: param {key!r} {_unread(key, spec, used)}")
 
 
 def _check_set(spec: Spec, located: yamlfile.Located, given: dict[str, Any], used: set[str] | None) -> None:
