@@ -53,6 +53,7 @@ class Queue:
         # `single_host_only`: plans over several hosts are the gang's (`gang.py`), not the queue's
         self.pending = [Entry(i, plan) for i, plan in enumerate(plans) if plan.nodes == 1 or not single_host_only]
         self.lost: dict[str, OrchError] = {}  # hosts that went away, with why
+        self.stopped: OrchError | None = None  # the experiment's own error: no host takes another plan
         self._running = 0
         self._serving: Counter[str] = Counter()  # server keys of the plans running now
         self._changed = asyncio.Condition()
@@ -60,7 +61,7 @@ class Queue:
     async def take(self, host: Host, slots: Slots) -> tuple[Entry, Lease] | None:
         """The next entry that fits `host` now, with its lease; None when the host is done."""
         async with self._changed:
-            while host.name not in self.lost:
+            while host.name not in self.lost and self.stopped is None:
                 fitting = [e for e in self.pending if able(host, e.plan)]
                 for entry in sorted(fitting, key=self._preference):
                     lease = slots.lease(entry.plan)
@@ -83,7 +84,7 @@ class Queue:
         """The next pending plan of `server_key` that fits `host`, reserved for the server a run of
         that key leaves up (its slot fits it: the same GPUs and patch set); None when there is none."""
         async with self._changed:
-            if not server_key or host.name in self.lost:
+            if not server_key or host.name in self.lost or self.stopped is not None:
                 return None
             entry = next((e for e in self.pending if e.plan.server_key == server_key and able(host, e.plan)), None)
             if entry is not None:
@@ -116,6 +117,12 @@ class Queue:
             self._end(entry)
             if retry is not None:
                 self.pending.insert(0, retry)
+            self._changed.notify_all()
+
+    async def stop(self, error: OrchError) -> None:
+        """No host takes another plan: the experiment itself is wrong (`owncheck.py`); the first error wins."""
+        async with self._changed:
+            self.stopped = self.stopped or error
             self._changed.notify_all()
 
     async def lose(self, host: str, error: OrchError) -> None:

@@ -20,7 +20,7 @@ from orchestrator.remote import slurm
 from orchestrator.remote.group import uncancelled
 from orchestrator.store import database as store_queries
 from orchestrator.store.database import FAILED, Store
-from . import gang, multinode, serving
+from . import gang, multinode, owncheck, serving
 from .attempt import Reporter
 from .execute import Outcome, controller, dry_run_nodes, dry_run_one, run_one
 from .queue import Entry, Queue, check_fits
@@ -56,6 +56,12 @@ async def run_all(
     team = gang.Gang(spread, gang.sized(hosts, plans)) if spread else None
 
     async def worker(held: Held) -> list[tuple[int, Outcome]]:
+        if not dry_run:  # a dry run reports each plan's error as its outcome, and records nothing anyway
+            mine = [e.plan for e in queue.pending if able(held.session.host, e.plan)]
+            problem = await owncheck.first_error(spec, mine, held.session)
+            if problem is not None:
+                await queue.stop(problem)
+                return []
         done = await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
         if team is not None:  # no single-host plan left for it: the host joins the gang
             spread_run = (functools.partial(_spread_dry_run, spec, reporter) if dry_run
@@ -67,6 +73,9 @@ async def run_all(
         results = await lifecycle.on_hosts(hosts, worker, reporter.message, locking, engine)
     else:
         results = await team.on_hosts(hosts, worker, reporter.message, locking, engine)
+    if queue.stopped is not None:  # the experiment's own error: one line, no run recorded for any plan
+        return [Outcome(None, "-", plan.variant, "-", FAILED, error=str(queue.stopped), exit_code=queue.stopped.exit_code)
+                for plan in plans]
     done: list[tuple[int, Outcome]] = []
     for name, result in results.items():
         if isinstance(result, OrchError):
