@@ -69,6 +69,16 @@ class Group:
     run_ids: list[int] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)
     mark: str = ""
+    asked: list[dict[str, Any]] = field(default_factory=list)  # the distinct params its runs asked (several: the engine merged them)
+
+    def ran_as_one(self) -> str | None:
+        """`a=8 and a=4 ran as one (a=4)` when the engine made several asked configurations this one."""
+        if len(self.asked) < 2:
+            return None
+        names = [k for k in self.asked[0] if len({_text(a.get(k)) for a in self.asked}) > 1]
+        each = [", ".join(f"{k}={_text(a.get(k))}" for k in names) for a in self.asked]
+        ran = ", ".join(f"{k}={_text(self.params.get(k))}" for k in names)
+        return f"{' and '.join(each)} ran as one configuration ({ran}): the engine adjusted them"
 
     def stat(self, metric: str) -> Stat | None:
         return stat(self.values.get(metric, []))
@@ -118,10 +128,13 @@ def group(runs: list[dict[str, Any]], host_specific: frozenset[str]) -> list[Gro
         if (id(spec), run["variant"]) not in left:
             left[id(spec), run["variant"]] = host_specific | host_written(spec, run["variant"])
         leave = left[id(spec), run["variant"]]
-        params = {k: v for k, v in run["params"].items() if k not in leave}
+        asked = {k: v for k, v in run["params"].items() if k not in leave}
+        params = as_ran(asked, run.get("effective"))
         patches = tuple(name for name, _ in run["patches"])
         key = json.dumps([params, sorted(run["patches"])], sort_keys=True, default=str)
         g = found.setdefault(key, Group(params, patches))
+        if asked not in g.asked:
+            g.asked.append(asked)
         g.run_ids.append(run["id"])
         if run["variant"] not in g.variants:
             g.variants.append(run["variant"])
@@ -129,6 +142,25 @@ def group(runs: list[dict[str, Any]], host_specific: frozenset[str]) -> list[Gro
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 g.values.setdefault(name, []).append(float(value))
     return list(found.values())
+
+
+def as_ran(params: dict[str, Any], effective: dict[str, Any] | None) -> dict[str, Any]:
+    """The params with each one the engine's print of its arguments names by the same name (SGLang's
+    `speculative_num_draft_tokens`, ...) at the value the engine ran, when it differs from the asked one."""
+    if not effective:
+        return params
+    return {k: effective[k] if k in effective and not isinstance(effective[k], (dict, list)) and not _same(v, effective[k])
+            else v for k, v in params.items()}
+
+
+def _same(asked: Any, ran: Any) -> bool:
+    """8 is "8", 0.85 is "0.85", eagle3 is EAGLE3: an engine's spelling of the value asked."""
+    if _text(asked).lower() == _text(ran).lower():
+        return True
+    try:
+        return float(_text(asked)) == float(_text(ran))
+    except ValueError:
+        return False
 
 
 def compare(experiment: str, runs: list[dict[str, Any]], left_out: dict[str, int], by: str,
@@ -191,7 +223,8 @@ def as_json(c: Comparison) -> dict[str, Any]:
     return {
         "experiment": c.experiment, "by": c.by, "lower_is_better": lower_is_better(c.by),
         "constant": c.constant, "steady_metrics": c.steady, "varying": c.varying, "left_out": c.left_out,
-        "rows": [{"mark": g.mark or None, "params": g.params, "variants": g.variants, "patches": list(g.patches),
+        "rows": [{"mark": g.mark or None, "params": g.params, "ran_as_one": g.ran_as_one(),
+                  "variants": g.variants, "patches": list(g.patches),
                   "runs": g.run_ids, "n": len(g.run_ids),
                   "metrics": {m: s.as_json() for m in c.metrics if (s := g.stat(m)) is not None}}
                  for g in c.groups],

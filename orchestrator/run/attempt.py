@@ -138,6 +138,7 @@ class Attempt:
     serving: Serving | None = None  # the server the run uses, once launched or joined (serving.py)
     node: int = 0  # its node rank in a run over several hosts (multinode.py); 0 for every other run
     peers: list[Attempt] = field(default_factory=list)  # rank 0's: the run on each other node, in rank order
+    asked: dict[str, Any] = field(default_factory=dict)  # the command's options as the engine parses them (effective.py)
 
     def enter(self, stage: Stage) -> None:
         self.stage = stage

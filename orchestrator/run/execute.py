@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from orchestrator.host import occupancy, overlay, patchcheck, server
-from . import collect, multinode, preflight, serving, sharing, stages, tool, workload
+from . import collect, effective, multinode, preflight, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, spec as specs
 from orchestrator import engines
@@ -179,8 +179,8 @@ async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report
         return
     # the checkpoints are not pushed: read from their local (transformed) copies, as `orch check` does
     overlay = await stages.local_checkpoints(spec, context)
-    found = await engines.get(spec.engine).preflight(session, context["params"], context["env"], plan.patches,
-                                                     overlay, plan.allow)
+    script = render.launch_script(spec.template, context)
+    found = await engines.get(spec.engine).preflight(session, script, context["env"], plan.patches, overlay, plan.allow)
     for f in found:
         reporter.message(label, preflight.described(f))
     preflight.stop_on_errors(found, plan.allow, label)
@@ -233,6 +233,7 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     host, env, engine = session.host, context["env"], attempt.engine
     attempt.enter(Stage.CHECK_FLAGS)
     await engine.check_launch(session, attempt.script, spec.template, attempt.says, attempt.label)
+    await effective.asked(attempt)
     await multinode.check_flags(attempt)
     if (attempt.plan.workload or spec.workload).tool is not None:
         await tool.check(attempt, attempt.plan.workload or spec.workload, _port(attempt))
@@ -366,6 +367,8 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             attempt.enter(Stage.RECORD)
             if held is not None:
                 collect.store_log(store, run, log, log_report)
+                if reuse is None:  # the launching run's log holds the engine's print of its arguments
+                    effective.record(attempt, log_report, log)
             multinode.record_logs(node_logs, _patched_files(store, run))
             if measure is not None:
                 found_flags, notes = collect.record(store, run, metrics, measure(log_report))

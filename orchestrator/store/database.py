@@ -51,6 +51,9 @@ class Run(SQLModel, table=True):
     server_run_id: int | None = None  # the run that launched the server this run used (itself when it launched it)
     # its metrics as `orch ls --json` writes them, made from its metric rows by each write of them (store/metricjson.py)
     metrics_json: str | None = None
+    # the engine's own print of the arguments it ran with (SGLang's `server_args=`, vLLM's `non-default
+    # args:`), by the engine's names: what ran, where the engine changed what the command asked (schema 4)
+    effective_params: dict | None = Field(default=None, sa_column=Column(JSON))
 
     # --resume reads (key, fingerprint, id) of an experiment's succeeded runs from this index alone
     __table_args__ = (Index("ix_run_resume", "experiment", "status", "plan_key", "fingerprint"),)

@@ -44,8 +44,8 @@ def comparable_runs(source: Any, experiment: str) -> list[dict[str, Any]]:
     reader = of(source)
     # the status is matched here, not in SQL: a database without statistics (SQLite unanalyzed) would
     # search by the status index, every run of every experiment when most runs succeed (0.4 s at 100,000)
-    found = reader.rows("SELECT id, status, variant, host, params, spec FROM run WHERE experiment = ? ORDER BY id",
-                        (experiment,))
+    found = reader.rows("SELECT id, status, variant, host, params, spec, effective_params FROM run "
+                        "WHERE experiment = ? ORDER BY id", (experiment,))
     specs: dict[Any, Any] = {}  # SQLite's text of a spec -> its one decoded dict (an experiment's runs share it)
 
     def spec(value: Any) -> Any:
@@ -53,8 +53,9 @@ def comparable_runs(source: Any, experiment: str) -> list[dict[str, Any]]:
             return value or {}
         return specs[value] if value in specs else specs.setdefault(value, decoded("spec", value) or {})
 
-    runs = [{"id": i, "variant": v, "host": h, "params": decoded("params", p) or {}, "spec": spec(s)}
-            for i, status, v, h, p, s in found if status == SUCCEEDED]
+    runs = [{"id": i, "variant": v, "host": h, "params": decoded("params", p) or {}, "spec": spec(s),
+             "effective": decoded("effective_params", e)}
+            for i, status, v, h, p, s, e in found if status == SUCCEEDED]
     ids = [r["id"] for r in runs]
     metrics, patches = run_metrics(reader, ids), run_patches(reader, ids)
     for r in runs:

@@ -23,7 +23,8 @@ from typing import Any
 
 from orchestrator.errors import StoreError
 
-VERSION = 3  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json
+VERSION = 4  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json;
+# 4: run.effective_params
 SCHEMA_TABLE = "orch_schema"
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
@@ -32,9 +33,9 @@ CHUNK = 900  # run ids per IN (...) list: under every database's limit on bound 
 # The Run table's columns, as store/database.py declares them (tests/test_reading.py holds them equal)
 RUN_COLUMNS = ("id", "uid", "experiment", "variant", "host", "status", "repeat", "spec_path", "spec", "params", "env",
                "command", "flags", "error", "diagnosis", "controller", "username", "started_at", "ended_at",
-               "plan_key", "fingerprint", "server_run_id", "metrics_json")
+               "plan_key", "fingerprint", "server_run_id", "metrics_json", "effective_params")
 JSON_COLUMNS = frozenset({"spec", "params", "env", "flags", "diagnosis", "fields", "values", "counts", "itl_ms",
-                          "transforms"})
+                          "transforms", "effective_params"})
 RunRow = namedtuple("RunRow", RUN_COLUMNS)  # type: ignore[misc]  # a run as Store.get returns it, as plain data
 _TABLES = {"sqlite": "SELECT name FROM sqlite_master WHERE type = 'table'",
            "postgresql": "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"}
@@ -294,6 +295,7 @@ def record(source: Any, run: RunRow) -> dict[str, Any]:
         "status": run.status, "user": run.username, "controller": run.controller,
         "server_run_id": run.server_run_id,  # the run that launched the server it used (server reuse)
         "flags": list(run.flags or []), "repeat": run.repeat, "params": run.params, "env": run.env,
+        "effective_params": run.effective_params,  # the engine's own print of what it ran with
         "command": run.command,
         "patches": rows("patchrow", "name", "target", "file", "sha256_before", "sha256_after", "state"),
         "metrics": metrics,
