@@ -106,14 +106,14 @@ def _columns(c: comparing.Comparison, asked: str) -> list[str]:
 
 
 def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
-    from rich.markup import escape  # here, not at the top: `orch --help` does without rich
+    from .text import line  # here, not at the top: `orch --help` does without rich
     from rich.table import Table
 
     direction = "lower is better" if comparing.lower_is_better(c.by) else "higher is better"
-    ui.console.print(f"[bold]{escape(c.experiment)}[/]: {counted} succeeded run(s) in {len(c.groups)} configuration(s)"
+    ui.console.print(f"[bold]{line(c.experiment)}[/]: {counted} succeeded run(s) in {len(c.groups)} configuration(s)"
                      f"; left out: {_left_out(c.left_out)}", soft_wrap=True)
     if c.constant:
-        ui.console.print("constant: " + escape(", ".join(f"{k}={ui.fmt(v)}" for k, v in c.constant.items())),
+        ui.console.print("constant: " + line(", ".join(f"{k}={ui.fmt(v)}" for k, v in c.constant.items())),
                          soft_wrap=True)
     if c.steady:
         ui.console.print("same in every run: " + ", ".join(f"{m}={ui.fmt(v)}" for m, v in c.steady.items()),
@@ -124,13 +124,13 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
     for g in c.groups:
         cells = [_stat(g.stat(m)) for m in shown]
         style = {"best": "[bold green]best[/]", "within noise": "[yellow]within noise[/]"}.get(g.mark, "")
-        grid.add_row(style, *(escape(ui.fmt(comparing.cell(g, k))) for k in c.varying), str(len(g.run_ids)), *cells)
+        grid.add_row(style, *(line(ui.fmt(comparing.cell(g, k))) for k in c.varying), str(len(g.run_ids)), *cells)
     ui.console.print(grid)
     best = c.groups[0]
     if best.mark:
         named = ", ".join(f"{k}={ui.fmt(comparing.cell(best, k))}" for k in c.varying) or "the only configuration"
         noise = sum(g.mark == comparing.NOISE for g in c.groups)
-        ui.console.print(f"best by {c.by}: {escape(named)} (runs {', '.join(map(str, best.run_ids))}); "
+        ui.console.print(f"best by {c.by}: {line(named)} (runs {', '.join(map(str, best.run_ids))}); "
                          f"{noise} other configuration(s) within noise", soft_wrap=True)
     hidden = [m for m in c.metrics if m not in c.steady and m not in shown]
     if hidden:
@@ -157,20 +157,20 @@ def diff_configurations(experiment: str, where_items: list[str], vs_items: list[
     if as_json:
         emit(dumps(comparing.side_by_side_json(a, b, rows)) + "\n")
         return
-    from rich.markup import escape  # here, not above: `orch --help` and --json do without rich
+    from .text import line  # here, not above: `orch --help` and --json do without rich
     from rich.table import Table
 
     data = comparing.side_by_side_json(a, b, rows)
     for side, g in (("A", a), ("B", b)):
-        ui.console.print(f"[bold]{side}[/]: {escape(', '.join(g.variants))}, runs {', '.join(map(str, g.run_ids))}",
+        ui.console.print(f"[bold]{side}[/]: {line(', '.join(g.variants))}, runs {', '.join(map(str, g.run_ids))}",
                          soft_wrap=True)
     params = Table(title="params", title_justify="left")
     for column in ("param", "A", "B"):
         params.add_column(column)
     for key, pair in data["params"].items():
-        params.add_row(escape(key), escape(ui.fmt(pair["a"])), escape(ui.fmt(pair["b"])))
+        params.add_row(line(key), line(ui.fmt(pair["a"])), line(ui.fmt(pair["b"])))
     if a.patches != b.patches:
-        params.add_row("patches", escape("+".join(a.patches)), escape("+".join(b.patches)))
+        params.add_row("patches", line("+".join(a.patches)), line("+".join(b.patches)))
     ui.console.print(params)
     grid = Table(title="metrics: median (min-max) over n runs; noise when the ranges overlap", title_justify="left")
     for column in ("metric", "A", "B", "delta", ""):

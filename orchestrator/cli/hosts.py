@@ -10,6 +10,7 @@ import typer
 
 from orchestrator.core import inventory as inventories
 from . import ui
+from .text import line
 from orchestrator.errors import EXIT_OK, EXIT_RUN_FAILED, OrchError
 from . import _split, _store, app, dumps, hosts_app, settings
 
@@ -148,8 +149,8 @@ def hosts_list(ctx: typer.Context) -> None:
         where = "this machine" if is_this_machine(h) else f"{h.user + '@' if h.user else ''}{h.address or h.name}"
         where = h.slurm.describe() if h.slurm else where
         extra = " (rehearsal)" if h.rehearsal else ""
-        ui.console.print(f"{h.name}: {h.transport} {where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
-                         + (f", tags {', '.join(h.tags)}" if h.tags else ""))
+        ui.console.print(line(f"{h.name}: {h.transport} {where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
+                              + (f", tags {', '.join(h.tags)}" if h.tags else "")))
 
 
 @hosts_app.command("check")

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 
 from orchestrator import engines
 from orchestrator.engines.base import MetricInfo
+from .text import line
 
 if TYPE_CHECKING:
     from orchestrator.run.attempt import Stage
@@ -171,9 +171,9 @@ class Board:
         now = time.monotonic()
         for r in self.rows:
             phase = f"[{STATUS_STYLE[r.phase]}]{r.phase}[/]" if r.phase in STATUS_STYLE else r.phase
-            table.add_row(fmt(r.run_id), escape(r.variant), escape(r.host), escape(r.gpus), phase,
+            table.add_row(fmt(r.run_id), line(r.variant), line(r.host), line(r.gpus), phase,
                           f"{(r.ended or now) - r.started:.1f} s", *(fmt(r.measures.get(m.name)) for m in metrics),
-                          escape(r.note[:60]))
+                          line(r.note[:60]))
         return table
 
     def _metrics(self) -> list[MetricInfo]:

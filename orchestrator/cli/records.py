@@ -168,11 +168,11 @@ def logs(
         if node not in nodes:
             ranks = ", ".join(str(n) for n in (0, *nodes)) if nodes else "0 (it ran on one host)"
             raise SpecError(f"run {run_row.id} has no log of node {node}; its nodes: {ranks}")
-        ui.raw(nodes[node][1].decode(errors="replace"))
+        ui.raw_outside(nodes[node][1].decode(errors="replace"))
         return
     if debug:
         for line in reading.record(store, run_row)["debug_lines"]:
-            ui.raw(line["text"] + "\n")
+            ui.raw_outside(line["text"] + "\n")
         return
     if follow and run_row.status == reading.RUNNING:
         import asyncio  # here, not at the top: `orch --help` does without it
@@ -181,7 +181,7 @@ def logs(
     data = reading.log(store, run_row.id)
     if data is None:
         raise SpecError(f"run {run_row.id} has no stored log yet; `orch logs {run_row.id} --follow` reads it live")
-    ui.raw(data.decode(errors="replace"))
+    ui.raw_outside(data.decode(errors="replace"))
 
 
 async def _follow(run_row: Any) -> None:
@@ -199,7 +199,7 @@ async def _follow(run_row: Any) -> None:
         while True:
             status = await server.poll(session.conn, srv, offset)
             offset += len(status.new_bytes)
-            ui.raw(status.new_bytes.decode(errors="replace"))
+            ui.raw_outside(status.new_bytes.decode(errors="replace"))
             if status.exit_code is not None or not status.alive:
                 break
             await asyncio.sleep(0.5)

@@ -12,6 +12,7 @@ from orchestrator import engines
 from orchestrator.core import spec as specs
 from orchestrator.run import plankey
 from . import ui
+from .text import visible
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from . import SET_HELP, _load, _store, app
 
@@ -82,7 +83,7 @@ def _unfinished(store: Store, experiment: str, plans: list[specs.RunPlan]) -> li
     --resume), one line per plan saying why it runs or is skipped."""
     decisions = plankey.decide(plans, store.succeeded_keys(experiment))
     for decision in decisions:
-        ui.console.print(decision.line, markup=False)
+        ui.console.print(visible(decision.line), markup=False)
     return [d.plan for d in decisions if d.runs]
 
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.core.diff import Row
 from orchestrator.engines.base import MetricInfo
 from . import live
+from .text import block, line, visible
 
 if TYPE_CHECKING:
     from orchestrator.run.attempt import Stage
@@ -38,23 +38,23 @@ def fmt(value: Any) -> str:
 
 def progress(label: str, message: str) -> None:
     stamp = time.strftime("%H:%M:%S")
-    first, *rest = message.splitlines() or [""]
-    console.print(f"[dim]{stamp}[/] [bold]{escape(label)}[/] {escape(first)}")
-    for line in rest:
-        console.print(f"         {escape(line)}", soft_wrap=True)
+    first, *rest = message.rstrip("\n").split("\n")  # on newlines only: a CR is shown, not a line break
+    console.print(f"[dim]{stamp}[/] [bold]{line(label)}[/] {block(first)}")
+    for more in rest:
+        console.print(f"         {block(more)}", soft_wrap=True)
 
 
 def error(message: str, evidence: tuple[str, ...] = ()) -> None:
     reporter.stop()  # below a live table, not through it: its last state stays on the screen
-    errors.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-    for line in evidence:
-        errors.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+    errors.print(f"[red]error:[/] {line(message)}", soft_wrap=True)
+    for said in evidence:
+        errors.print(f"  [dim]|[/] {line(said)}", soft_wrap=True)
 
 
 def progress_done() -> None:
     """The end of a sweep's progress: the live table stopped, the counts of repeated warnings."""
-    for line in reporter.finish():
-        console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+    for tally in reporter.finish():
+        console.print(f"[yellow]{line(tally)}[/]", soft_wrap=True)
 
 
 # the summary's param columns: their names, and each run's values (by run id) as it recorded them
@@ -75,10 +75,10 @@ def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...], params: Params
         if o.error:
             note = (note + "; " if note else "") + o.error
         own = values.get(o.run_id, {})
-        shown = (escape(fmt(own.get(name))) for name in names)
+        shown = (line(fmt(own.get(name))) for name in names)
         measured = (fmt(o.metrics.get(m.name)) for m in metrics)
-        table.add_row(fmt(o.run_id), o.variant, *shown, o.host, f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]",
-                      *measured, escape(note))
+        table.add_row(fmt(o.run_id), line(o.variant), *shown, line(o.host),
+                      f"[{STATUS_STYLE.get(o.status, '')}]{o.status}[/]", *measured, line(note))
     console.print(table)
 
 
@@ -104,28 +104,29 @@ def runs(rows: list[Run], metrics: dict[str, dict[Any, Any]] | None = None) -> N
     for column in ("id", "experiment", "variant", "host", "status", *metrics, "started", "flags"):
         table.add_column(column)
     for r in rows:
-        table.add_row(str(r.id), r.experiment, r.variant, r.host, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+        table.add_row(str(r.id), line(r.experiment), line(r.variant), line(r.host),
+                      f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
                       *(fmt(values.get(r.id)) for values in metrics.values()),
-                      r.started_at[:19].replace("T", " "), ", ".join(r.flags or []))
+                      r.started_at[:19].replace("T", " "), line(", ".join(r.flags or [])))
     console.print(table)
 
 
 def show(record: dict[str, Any]) -> None:
     c = console
-    c.print(f"[bold]run {record['id']}[/] {record['uid']}  {record['experiment']}/{record['variant']} on {record['host']}  "
-            f"[{STATUS_STYLE.get(record['status'], '')}]{record['status']}[/]")
+    c.print(f"[bold]run {record['id']}[/] {line(record['uid'])}  {line(record['experiment'])}/{line(record['variant'])} "
+            f"on {line(record['host'])}  [{STATUS_STYLE.get(record['status'], '')}]{record['status']}[/]")
     c.print(f"started {record['started_at']}  ended {record['ended_at'] or '-'}")
     if record.get("server_run_id") not in (None, record["id"]):
         c.print(f"server: the one run {record['server_run_id']} launched (its command is this run's launch; "
                 "this run launched nothing)")
     if record["flags"]:
-        c.print(f"[yellow]flags:[/] {', '.join(record['flags'])}")
+        c.print(f"[yellow]flags:[/] {line(', '.join(record['flags']))}")
     if record["error"]:
-        c.print(f"[red]error:[/] {escape(record['error'])}", soft_wrap=True)
+        c.print(f"[red]error:[/] {line(record['error'])}", soft_wrap=True)
     if record.get("diagnosis"):
-        c.print(f"[red]diagnosis:[/] {escape(record['diagnosis']['summary'])}", soft_wrap=True)
-        for line in record["diagnosis"]["evidence"]:
-            c.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+        c.print(f"[red]diagnosis:[/] {line(record['diagnosis']['summary'])}", soft_wrap=True)
+        for said in record["diagnosis"]["evidence"]:
+            c.print(f"  [dim]|[/] {line(said)}", soft_wrap=True)
     _pairs("params", record["params"])
     _pairs("env", record["env"])
     checkpoints_and_preflight(record)
@@ -134,7 +135,7 @@ def show(record: dict[str, Any]) -> None:
         table.add_column(column)
     for name, sources in record["metric_sources"].items():
         for s in sources:
-            table.add_row(name, fmt(s["value"]), s["source"], escape(s["note"]))
+            table.add_row(line(name), fmt(s["value"]), line(s["source"]), line(s["note"]))
     c.print(table)
     for name, histogram in record.get("histograms", {}).items():
         histogram_lines(name, histogram)
@@ -143,12 +144,13 @@ def show(record: dict[str, Any]) -> None:
         for column in ("name", "file", "sha256 before", "sha256 after", "state"):
             table.add_column(column)
         for p in record["patches"]:
-            table.add_row(p["name"], p["file"], p["sha256_before"][:12], p["sha256_after"][:12], p["state"])
+            table.add_row(line(p["name"]), line(p["file"]), line(p["sha256_before"][:12]), line(p["sha256_after"][:12]),
+                          line(p["state"]))
         c.print(table)
     if record["debug_lines"]:
         c.print(f"[bold]debug lines[/] ({len(record['debug_lines'])}):")
         for d in record["debug_lines"][:10]:
-            c.print(f"  {escape(d['text'])}", soft_wrap=True)
+            c.print(f"  {line(d['text'])}", soft_wrap=True)
         if len(record["debug_lines"]) > 10:
             c.print(f"  ... {len(record['debug_lines']) - 10} more (`orch logs {record['id']} --debug`)")
 
@@ -158,7 +160,7 @@ def histogram_lines(name: str, histogram: dict[str, Any]) -> None:
     accept length they imply (mean accepted + the bonus token)."""
     counts = histogram["counts"]
     total = sum(counts)
-    console.print(f"[bold]{escape(name)}[/] ({escape(histogram['source'])}: {escape(histogram['note'])}):", soft_wrap=True)
+    console.print(f"[bold]{line(name)}[/] ({line(histogram['source'])}: {line(histogram['note'])}):", soft_wrap=True)
     if not total:
         console.print("  (empty)")
         return
@@ -170,26 +172,28 @@ def histogram_lines(name: str, histogram: dict[str, Any]) -> None:
 
 def _pairs(title: str, values: dict[str, Any]) -> None:
     if values:
-        console.print(f"[bold]{title}:[/] " + "  ".join(f"{k}={escape(fmt(v))}" for k, v in values.items()), soft_wrap=True)
+        console.print(f"[bold]{title}:[/] " + "  ".join(f"{line(k)}={line(fmt(v))}" for k, v in values.items()),
+                      soft_wrap=True)
 
 
 def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[str]) -> None:
-    console.print(f"[bold]a[/] = run {a['id']} {a['experiment']}/{a['variant']} on {a['host']} ({a['status']})")
-    console.print(f"[bold]b[/] = run {b['id']} {b['experiment']}/{b['variant']} on {b['host']} ({b['status']})")
+    for side, run in (("a", a), ("b", b)):
+        console.print(f"[bold]{side}[/] = run {run['id']} {line(run['experiment'])}/{line(run['variant'])} on "
+                      f"{line(run['host'])} ({line(run['status'])})")
     table = Table()
     for column in ("section", "key", "a", "b", "delta"):
         table.add_column(column)
     last = None
     for r in rows:
-        table.add_row(r.section if r.section != last else "", escape(r.key), escape(fmt(r.a)), escape(fmt(r.b)),
+        table.add_row(line(r.section) if r.section != last else "", line(r.key), line(fmt(r.a)), line(fmt(r.b)),
                       _delta(r))
         last = r.section
     console.print(table)
     if command:
         console.print("[bold]launch script[/]:")
-        for line in command:
-            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-            console.print(f"  [{style}]{escape(line)}[/]", soft_wrap=True)
+        for changed in command:
+            style = "green" if changed.startswith("+") else "red" if changed.startswith("-") else "dim"
+            console.print(f"  [{style}]{line(changed)}[/]", soft_wrap=True)
 
 
 def _delta(row: Row) -> str:
@@ -213,7 +217,7 @@ def series(rows: list[dict[str, Any]], title: str) -> None:
     for column in columns:
         table.add_column(column, justify="left" if column in ("time", "ranks") else "right")
     for row in rows:
-        table.add_row(*(f"{v:.2f}" if isinstance(v := row.get(column), float) else fmt(v) for column in columns))
+        table.add_row(*(f"{v:.2f}" if isinstance(v := row.get(column), float) else line(fmt(v)) for column in columns))
     console.print(table)
 
 
@@ -229,12 +233,18 @@ def series_csv(rows: list[dict[str, Any]]) -> str:
 
 
 def note(message: str) -> None:
-    errors.print(escape(message), soft_wrap=True)
+    errors.print(block(message), soft_wrap=True)
 
 
 def raw(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def raw_outside(text: str) -> None:
+    """Text from a host or a log as it is: exact into a file or a pipe; on a terminal, with its
+    control characters shown (an ESC sequence in a log could otherwise rewrite the screen)."""
+    raw(visible(text, block=True) if sys.stdout.isatty() else text)
 
 
 def host_facts(facts: list[Any]) -> None:
@@ -244,7 +254,7 @@ def host_facts(facts: list[Any]) -> None:
         table.add_column(column)
     for f in facts:
         if not f.reachable:
-            table.add_row(f.host, "[red]unreachable[/]", "", "", "", "", "", "")
+            table.add_row(line(f.host), "[red]unreachable[/]", "", "", "", "", "", "")
             continue
         found = "; ".join(f"{_package_name(name, p)} {p['version'] or '?'} {p['dir']}"
                           for name, p in f.packages.items()) or "-"
@@ -253,12 +263,12 @@ def host_facts(facts: list[Any]) -> None:
             gpus += f" ({len(f.gpu_processes)} procs)"
         disk = "-" if f.disk_free_bytes is None else f"{f.disk_free_bytes / 2**30:.1f} GiB"
         port = f"{f.port} [red]in use[/]" if f.port_listening else f"{f.port} free"
-        python = escape(f.python or f"[red]{f.python_error}[/]")
-        table.add_row(f.host, fmt(f.rtt_ms), escape(f.os or "-"), python, escape(found), escape(gpus), disk, port)
+        python = line(f.python) if f.python else f"[red]{line(f.python_error)}[/]"
+        table.add_row(line(f.host), fmt(f.rtt_ms), line(f.os or "-"), python, line(found), line(gpus), disk, port)
     console.print(table)
     for f in facts:
         if not f.reachable:  # below the table: the reasons are long and name what to do
-            console.print(f"[red]unreachable:[/] {escape(f.error or f.host)}", soft_wrap=True)
+            console.print(f"[red]unreachable:[/] {line(f.error or f.host)}", soft_wrap=True)
 
 
 def _package_name(package: str, found: dict[str, str]) -> str:
@@ -278,8 +288,8 @@ def patches(rows: list[dict[str, Any]]) -> None:
     style = {"applied": "cyan", "drifted": "red", "pending": "yellow"}
     for r in rows:
         run = f"{r['run_id']} ({r['run']})" if r["run_id"] is not None else r["run"]
-        table.add_row(r["host"], run, f"{r['name']} #{r['seq']}", escape(r["file"]),
-                      f"[{style.get(r['state'], '')}]{r['state']}[/]")
+        table.add_row(line(r["host"]), line(run), line(f"{r['name']} #{r['seq']}"), line(r["file"]),
+                      f"[{style.get(r['state'], '')}]{line(r['state'])}[/]")
     console.print(table)
     if any(r["state"] == "drifted" for r in rows):
         hosts = sorted({r["host"] for r in rows if r["state"] == "drifted"})
@@ -302,7 +312,7 @@ def transfer(label: str) -> Callable[[str, int], None]:
         if kind == "total" and amount > 0:
             bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                            TimeRemainingColumn(), console=console)
-            state.update(bar=bar, task=bar.add_task(escape(label), total=amount))
+            state.update(bar=bar, task=bar.add_task(line(label), total=amount))
             bar.start()
         elif kind == "advance" and state["bar"] is not None:
             state["bar"].advance(state["task"], amount)
@@ -356,7 +366,7 @@ def findings(groups: list[dict[str, Any]]) -> None:
     order = {"error": 0, "warning": 1, "info": 2}
     for group in groups:
         items = sorted(group["findings"], key=lambda f: order.get(f["severity"], 3))
-        head = f"[bold]{escape(group['variant'])}@{escape(group['host'])}[/]"
+        head = f"[bold]{line(group['variant'])}@{line(group['host'])}[/]"
         if not items:
             console.print(f"{head}: [green]no findings[/]")
             continue
@@ -367,9 +377,9 @@ def findings(groups: list[dict[str, Any]]) -> None:
 def _finding_lines(items: list[dict[str, Any]]) -> None:
     for f in items:
         style = SEVERITY_STYLE.get(f["severity"], "")
-        console.print(f"  [{style}]{f['severity']}[/] {escape(f['what'])}", soft_wrap=True)
-        console.print(f"      [dim]why:[/] {escape(f['why'])}", soft_wrap=True)
-        console.print(f"      [dim]fix:[/] {escape(f['fix'])}", soft_wrap=True)
+        console.print(f"  [{style}]{line(f['severity'])}[/] {line(f['what'])}", soft_wrap=True)
+        console.print(f"      [dim]why:[/] {line(f['why'])}", soft_wrap=True)
+        console.print(f"      [dim]fix:[/] {line(f['fix'])}", soft_wrap=True)
 
 
 def checkpoints_and_preflight(record: dict[str, Any]) -> None:
@@ -381,8 +391,8 @@ def checkpoints_and_preflight(record: dict[str, Any]) -> None:
         for c in record["checkpoints"]:
             transforms = ", ".join(next(iter(t)) for t in c["transforms"]) or "-"
             moved = f"{c['sent_files']}/{c['files']} files, {c['sent_bytes'] / 2**20:.1f} MiB"
-            table.add_row(c["name"], escape(c["dest"]), c["source_hash"][:12], transforms, c["result_hash"][:12],
-                          c["manifest_hash"][:12], moved)
+            table.add_row(line(c["name"]), line(c["dest"]), line(c["source_hash"][:12]), line(transforms),
+                          line(c["result_hash"][:12]), line(c["manifest_hash"][:12]), moved)
         console.print(table)
     if record.get("preflight"):
         console.print(f"[bold]preflight[/] ({len(record['preflight'])} finding(s)):")
@@ -393,18 +403,18 @@ def imported(done: Any) -> None:
     """`orch import`: the run recorded and what its log says."""
     style = STATUS_STYLE.get(done.status, "")
     said = "  ".join(f"{m.label} {fmt(done.metrics.get(m.name))}" for m in done.shown)
-    console.print(f"run {done.run_id} ({done.uid}) imported ({done.engine}): [{style}]{done.status}[/]  {said}"
-                  + (f"  flags: {', '.join(done.flags)}" if done.flags else ""))
+    console.print(f"run {done.run_id} ({line(done.uid)}) imported ({line(done.engine)}): [{style}]{done.status}[/]  "
+                  f"{line(said)}" + (f"  flags: {line(', '.join(done.flags))}" if done.flags else ""))
     if done.diagnosis:
-        console.print(f"[red]diagnosis:[/] {escape(done.diagnosis.summary)}", soft_wrap=True)
-        for line in done.diagnosis.evidence:
-            console.print(f"  [dim]|[/] {escape(line)}", soft_wrap=True)
+        console.print(f"[red]diagnosis:[/] {line(done.diagnosis.summary)}", soft_wrap=True)
+        for said_line in done.diagnosis.evidence:
+            console.print(f"  [dim]|[/] {line(said_line)}", soft_wrap=True)
     if "draft-rejected" in done.flags:
         console.print("the target accepts almost no draft tokens; `orch check` on the experiment looks for why")
     if done.command:
-        console.print(f"[bold]launch command[/] (from server_args): {escape(done.command)}", soft_wrap=True)
+        console.print(f"[bold]launch command[/] (from server_args): {line(done.command)}", soft_wrap=True)
     for warning in done.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {line(warning)}", soft_wrap=True)
 
 
 def cleaned(host: str, verdicts: list[Any], dry_run: bool) -> None:

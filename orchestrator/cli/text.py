@@ -1,0 +1,39 @@
+"""Text from a host, a log or a run made safe to print: control characters shown as escapes, rich
+markup escaped.
+
+A server's log, a host's error or a file name on the host can hold ESC sequences (recolour the
+terminal, set its title, write its clipboard), BEL, CR and BS (overprint what was printed, so a line
+reads other than it is), and `[...]` that rich would take as markup. Everything printed that came
+from outside orch goes through `line` (one line: newline and tab shown too) or `block` (several
+lines: newline and tab kept), or `visible` where rich markup is not in play (raw output)."""
+
+from __future__ import annotations
+
+import re
+
+from rich.markup import escape
+
+# C0 controls, DEL and C1 controls; newline and tab are kept in a block
+_IN_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_IN_BLOCK = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _shown(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char, f"\\x{ord(char):02x}")
+
+
+def visible(text: object, *, block: bool = False) -> str:
+    """`text` with its control characters as escapes (`\\x1b`, `\\r`); in a block newline and tab stay."""
+    return (_IN_BLOCK if block else _IN_LINE).sub(_shown, str(text))
+
+
+def line(text: object) -> str:
+    """One line of outside text for rich: controls visible (newline too), markup escaped."""
+    return escape(visible(text))
+
+
+def block(text: object) -> str:
+    """Lines of outside text for rich: controls visible but newline and tab, markup escaped."""
+    return escape(visible(text, block=True))
