@@ -132,3 +132,13 @@ def test_a_schema_3_database_gains_the_column_in_place(url):
         assert conn.execute(text(f"SELECT max(version) FROM {schema.TABLE}")).scalar() == schema.VERSION == 4
         assert "effective_params" in {c["name"] for c in inspect(conn).get_columns("run")}
     engine.dispose()
+
+
+def test_diff_shows_the_effective_values_that_differ():
+    from orchestrator.core import diff
+
+    base = {"params": {}, "env": {}, "metrics": {}, "patches": [], "debug_lines": []}
+    a = {**base, "effective_params": {"speculative_num_draft_tokens": 4, "tp_size": 1, "only_here": 1}}
+    b = {**base, "effective_params": {"speculative_num_draft_tokens": 6, "tp_size": 1}}
+    rows = [r for r in diff.compare(a, b) if r.section == "effective_params"]
+    assert [(r.key, r.a, r.b) for r in rows] == [("speculative_num_draft_tokens", 4, 6)]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 DEBUG_TAG = re.compile(r"\[([A-Za-z0-9_.-]*DEBUG)\]")
-SECTIONS = ("params", "env", "metrics", "patches", "debug_lines", "command")
+SECTIONS = ("params", "effective_params", "env", "metrics", "patches", "debug_lines", "command")
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, everything: bool = False) -
     """Rows where the runs differ (all metrics are always shown; `everything` shows equal params too)."""
     rows: list[Row] = []
     rows += _mapping("params", a["params"], b["params"], everything)
+    rows += _effective(a.get("effective_params") or {}, b.get("effective_params") or {})
     rows += _mapping("env", a["env"], b["env"], everything)
     for name in _keys(a["metrics"], b["metrics"]):
         x, y = a["metrics"].get(name), b["metrics"].get(name)
@@ -65,6 +66,12 @@ def _keys(x: dict[str, Any], y: dict[str, Any]) -> list[str]:
 
 def _mapping(section: str, x: dict[str, Any], y: dict[str, Any], everything: bool) -> list[Row]:
     return [Row(section, k, x.get(k), y.get(k)) for k in _keys(x, y) if everything or x.get(k) != y.get(k)]
+
+
+def _effective(x: dict[str, Any], y: dict[str, Any]) -> list[Row]:
+    """What each engine ran with: the values both print that differ (SGLang prints some 300, vLLM only
+    its non-default ones: a name one side lacks says nothing of what it ran)."""
+    return [Row("effective_params", k, x[k], y[k]) for k in x if k in y and x[k] != y[k]]
 
 
 def _patches(x: list[dict[str, Any]], y: list[dict[str, Any]]) -> list[Row]:
