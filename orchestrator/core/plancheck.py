@@ -69,7 +69,7 @@ def _check_params(spec: Spec, located: yamlfile.Located, used: set[str] | None) 
     runs would not get it, so it is refused as a matrix key is."""
     if used is None:
         return
-    written = [(("params", key), key) for key in spec.params]
+    written: list[tuple[tuple[str, ...], str]] = [(("params", key), key) for key in spec.params]
     written += [(("variants", v.name, "params", key), key) for v in spec.variants for key in v.params]
     for path, key in written:
         if key not in used:
