@@ -19,7 +19,8 @@ from conftest import ROOT
 from orchestrator.engines import safetensors
 from orchestrator.engines.eagle3 import d2t_form
 
-pytestmark = pytest.mark.realvllm
+# a first build inside the fixture takes minutes (`make real-models` makes it before the tests)
+pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(1800)]
 
 MODELS = realvllm.CACHE / "models"  # the Makefile's real-models target writes here too
 H, VOCAB, DRAFT_VOCAB = 256, 512, 256
@@ -39,9 +40,18 @@ def made() -> dict[str, Path]:
 
 
 def tensors(folder: Path) -> dict[str, np.ndarray]:
+    """Every tensor; bf16 ones (numpy has no bf16) as their raw 16-bit words, in their shape."""
     path = folder / "model.safetensors"
     header = safetensors.read_header_file(path)
-    return {name: safetensors.read_tensor_file(path, name, header) for name in header.tensors}
+    data = path.read_bytes()
+    found = {}
+    for name, info in header.tensors.items():
+        if info.dtype == "BF16":
+            raw = data[header.data_start + info.begin:header.data_start + info.end]
+            found[name] = np.frombuffer(raw, dtype=np.uint16).reshape(info.shape)
+        else:
+            found[name] = safetensors.read_tensor_file(path, name, header)
+    return found
 
 
 def config(folder: Path) -> dict:
