@@ -24,7 +24,9 @@ def test_compare_names_the_best_configuration_of_a_rehearsal_sweep(project):
     done = orch(project, "compare", "eagle_debug", "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["varying"] == ["speculative_num_steps"] and "port" not in data["constant"]
+    # the engine ran steps 5 with 6 draft tokens (topk 1: steps + 1), not the 4 asked: compare groups by what ran
+    assert data["varying"] == ["speculative_num_steps", "speculative_num_draft_tokens"] and "port" not in data["constant"]
+    assert {r["params"]["speculative_num_steps"]: r["params"]["speculative_num_draft_tokens"] for r in data["rows"]} == {3: 4, 5: 6}
     assert [r["n"] for r in data["rows"]] == [2, 2]
     best = data["rows"][0]
     # the rehearsal server accepts more draft tokens per step with more steps

@@ -69,7 +69,8 @@ def test_plain_log_gives_each_warning_once_and_the_summary_a_column_per_param(pr
     assert lines[tally].startswith("warning (x4): ") and "@new" not in lines[tally], lines[tally]
     assert tally < next(i for i, line in enumerate(lines) if line.startswith("runs"))
     # one column per param that tells the runs apart: the matrix's, then the variants'
-    header = next(line for line in lines if "speculative_num_steps" in line)
+    # (a param-adjusted warning may name speculative_num_steps too: the header is the line that names the variant)
+    header = next(line for line in lines if "speculative_num_steps" in line and "variant" in line)
     assert header.index("variant") < header.index("speculative_num_steps") < header.index("speculative_eagle_topk")
     rows = [re.sub(r"\s+", " ", line.strip("│┃ ")) for line in lines if " succeeded " in line and "│" in line]
     points = sorted(tuple(cell.strip() for cell in row.split("│")[1:4]) for row in rows)

@@ -24,3 +24,12 @@ def record(attempt: Attempt, report: LogReport, log: bytes) -> None:
     for change in adjusted(attempt.asked, effective, log.decode(errors="replace")):
         attempt.store.event(attempt.run, "param-adjusted", change.message())
         attempt.warn(f"param adjusted by the engine: {change.message()}")
+
+
+def inherit(attempt: Attempt, launcher_id: int | None) -> None:
+    """A run on a server another run launched ran with that server's arguments (`serving.py`)."""
+    if launcher_id is None:
+        return
+    found = attempt.store.get(str(launcher_id)).effective_params
+    if found is not None:
+        attempt.store.update_run(attempt.run, effective_params=found)

@@ -369,6 +369,8 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
                 collect.store_log(store, run, log, log_report)
                 if reuse is None:  # the launching run's log holds the engine's print of its arguments
                     effective.record(attempt, log_report, log)
+                else:  # its part of the log does not: it ran on the launcher's server, with its arguments
+                    effective.inherit(attempt, reuse.launcher.run.id)
             multinode.record_logs(node_logs, _patched_files(store, run))
             if measure is not None:
                 found_flags, notes = collect.record(store, run, metrics, measure(log_report))
