@@ -4,7 +4,7 @@ PYTHON  ?= python3
 BIN      = $(VENV)/bin
 ORCH     = $(BIN)/orch
 
-.PHONY: setup system-deps postgres-deps slurm-deps real-vllm demo demo-vllm test typecheck bench clean
+.PHONY: setup system-deps postgres-deps slurm-deps real-vllm real-models demo demo-vllm test typecheck bench clean
 
 # The real engine of the tests and of `make demo-vllm`: vLLM's CPU build in a venv of its own, built once
 # per machine outside the clone and keyed by its pins (later clones reuse it). torch comes from the CPU
@@ -72,6 +72,21 @@ demo: setup
 	$(ORCH) run experiments/eagle_debug.yaml
 	$(ORCH) diff
 
+# The tiny target and its trained EAGLE-3 draft (and the fault copies orch cannot make by a checkpoint
+# transform), made by orch's own code under the real engine's torch, cached by content; .tinymodels in
+# the clone links to them (experiments/vllm_real.yaml reads them there).
+real-models: real-vllm
+	PYTHONPATH=$(CURDIR) HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m orchestrator.tinymodels \
+		--out $(REAL_VLLM_CACHE)/models --link $(CURDIR)/.tinymodels
+
+# The second story on the real engine: the fitting draft, the faults, the debug patch into the installed
+# vLLM; then the fitting run against the two-layer target, and the installed vLLM checked against its wheel.
+demo-vllm: setup real-models
+	@# exit 1 is the faults' crashes, as intended; bad input (2), a lost host (3) or Ctrl-C (130) stop here
+	$(ORCH) run experiments/vllm_real.yaml || test $$? -eq 1
+	$(ORCH) diff
+	$(BIN)/python tests/realvllm.py
+
 # mypy --strict on what pyproject.toml's [tool.mypy] names (the pure core, the transports, the engine seam)
 typecheck: setup
 	$(BIN)/python -m mypy
@@ -80,7 +95,7 @@ typecheck: setup
 # so two keep both cores busy; a file's module fixtures (an sshd fleet, a cluster) stay on one worker.
 TEST_WORKERS ?= 2
 
-test: setup system-deps postgres-deps slurm-deps typecheck
+test: setup system-deps postgres-deps slurm-deps real-models typecheck
 	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup

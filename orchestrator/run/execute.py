@@ -28,7 +28,7 @@ from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, spec as specs
 from orchestrator import engines
 from orchestrator.engines.base import LogReport, Measures
-from orchestrator.errors import EXIT_INTERRUPTED, OrchError, ServerError
+from orchestrator.errors import EXIT_INTERRUPTED, OrchError, ServerError, WorkloadError
 from orchestrator.core.inventory import Host
 from orchestrator.remote.group import uncancelled
 from orchestrator.remote.reconnecting import reconnections
@@ -308,6 +308,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     flags: list[str] = []
     measure: Callable[[LogReport], Measures] | None = None  # the run's measures, once its log is read
     diagnosis = None
+    requests_failed = False  # a request of the workload failed: a server that died under it says why
     links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
     load = plan.workload or spec.workload
     try:
@@ -333,6 +334,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
         status, exit_code = SUCCEEDED, 0  # unless the measures fail an expectation (after the stop)
     except OrchError as exc:
         error, evidence, exit_code = str(exc), exc.evidence, exc.exit_code
+        requests_failed = isinstance(exc, WorkloadError) and attempt.stage == Stage.WORKLOAD
         diagnosis = exc.diagnosis if isinstance(exc, ServerError) else None
         if diagnosis is not None:
             store.update_run(run, diagnosis=diagnosis.as_record())
@@ -385,6 +387,9 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             if status == FAILED and log_report.diagnosis is not None and (diagnosis is None or log_report.diagnosis.decisive):
                 # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
                 store.update_run(run, diagnosis=log_report.diagnosis.as_record())
+                if requests_failed:
+                    # a request failed because the server died under it: the server's cause first
+                    error = f"the server failed during the workload: {log_report.diagnosis.summary} ({error})"
             if segment is not None and kept is not None:
                 kept.serving = held
             else:

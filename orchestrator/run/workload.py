@@ -12,6 +12,7 @@ from typing import Any
 from orchestrator.core import datasets
 from orchestrator.core.datasets import Conversation
 from orchestrator.core.spec import Workload
+from orchestrator.remote import streams
 from orchestrator.engines.base import HEADLINE, Call, Engine, LogReport, RequestResult, ServerState, WorkloadResult
 
 BUILT_IN_PROMPTS = (
@@ -59,6 +60,7 @@ async def run(engine: Engine, base_url: str, workload: Workload, progress: Progr
     started = time.monotonic()
     done: list[RequestResult] = []
     settings = sampling(workload)
+    streams.forget_served(base_url)  # this workload's server may serve another model than the last one here
 
     async def one(turns: Conversation) -> list[RequestResult]:
         messages: tuple[tuple[str, str], ...] = ()

