@@ -633,7 +633,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-TRANSFORMS = ("rename_keys", "d2t_to_offsets")
+TRANSFORMS = ("rename_keys", "d2t_to_offsets", "d2t_to_absolute")  # d2t_to_absolute makes a fault
 
 
 def _checkpoints(data: Located, path: Path) -> tuple[CheckpointDef, ...]:
@@ -677,5 +677,5 @@ def _transforms(body: Located, name: str) -> tuple[dict[str, Any], ...]:
                                 f"e.g. {{\"layers.0.\": \"midlayer.\"}}")
             result.append({"rename_keys": {str(k): str(v) for k, v in value.items()}})
         else:
-            result.append({"d2t_to_offsets": True})
+            result.append({kind: True})
     return tuple(result)
