@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 
-from rich.markup import escape
-
 # C0 controls, DEL and C1 controls; newline and tab are kept in a block
 _IN_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _IN_BLOCK = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -31,9 +29,13 @@ def visible(text: object, *, block: bool = False) -> str:
 
 def line(text: object) -> str:
     """One line of outside text for rich: controls visible (newline too), markup escaped."""
+    from rich.markup import escape  # on use: a command that prints JSON never loads rich
+
     return escape(visible(text))
 
 
 def block(text: object) -> str:
     """Lines of outside text for rich: controls visible but newline and tab, markup escaped."""
+    from rich.markup import escape
+
     return escape(visible(text, block=True))

@@ -67,7 +67,7 @@ class _Loader(yaml.SafeLoader):
         return node
 
     def _compose_alias(self, parent: Any, index: Any) -> Any:
-        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        event: Any = _peek(self)
         node = super().compose_node(parent, index)  # the anchor's node (or PyYAML's undefined-alias error)
         size = self.sizes.get(id(node))
         where = f"{self.source}:{event.start_mark.line + 1}"
@@ -82,8 +82,13 @@ class _Loader(yaml.SafeLoader):
         return node
 
     def _here(self) -> str:
-        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        event: Any = _peek(self)
         return f"{self.source}:{event.start_mark.line + 1}"
+
+
+def _peek(loader: Any) -> Any:
+    """The next event of the loader's stream (PyYAML's peek_event carries no type annotations)."""
+    return loader.peek_event()
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
