@@ -13,7 +13,8 @@ from orchestrator.core import compare as comparing
 from orchestrator.errors import SpecError
 from . import _reader, app, dumps, ui
 
-WHERE_HELP = "Only runs whose param has this value: key=value (a number or true/false as `--set` reads it). Repeatable."
+WHERE_HELP = ("Only runs whose param has this value as the engine ran it: key=value (a number or true/false as `--set` "
+              "reads it); asked.key=value the command's value, effective.key=value the engine's print alone. Repeatable.")
 
 
 def parse_where(items: list[str], option: str = "--where") -> dict[str, Any]:
@@ -50,8 +51,8 @@ def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[
 
 
 def view(run: dict[str, Any]) -> dict[str, Any]:
-    """What `--where` matches: the run's params, and its variant (unless a param has that name)."""
-    return {"variant": run["variant"], **run["params"]}
+    """What `--where` matches: the run's params as they ran, its variant, `asked.k`, `effective.k`."""
+    return comparing.where_view(run["variant"], run["params"], run.get("effective"))
 
 
 @app.command("compare")

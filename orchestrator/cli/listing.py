@@ -37,7 +37,7 @@ def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str
     from orchestrator.store import queries
 
     rows = queries.listed_runs(store, limit=None if (where or sort) else limit, decode=bool(where) or not as_text,
-                               **filters)
+                               effective=bool(where), **filters)
     if where:
         comparing.check_keys(where, {k for r in rows for k in _view(r)}, "listed")
         rows = [r for r in rows if comparing.matches(_view(r), where)]
@@ -58,7 +58,8 @@ def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str
 
 
 def _view(r: Any) -> dict[str, Any]:
-    return {"variant": r.variant, **(r.params or {})}
+    """What `--where` matches: the params as the engine ran them (core/compare.py where_view)."""
+    return comparing.where_view(r.variant, r.params or {}, r.effective_params)
 
 
 def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]] | None) -> str:

@@ -103,6 +103,30 @@ def host_written(spec: dict[str, Any], variant: str) -> set[str]:
     return {k for k, v in written.items() if isinstance(v, str) and re.search(r"\{\{[^}]*\bhost\.", v)}
 
 
+ASKED, EFFECTIVE = "asked.", "effective."  # `--where` prefixes: the command's param, the engine's print
+
+
+def where_view(variant: str, params: dict[str, Any], effective: dict[str, Any] | None) -> dict[str, Any]:
+    """What `--where` matches, by the values that ran (a sweep is tuned by what the engine ran, and
+    `orch compare` groups by it): `k` is the param at the engine's value when the engine's print
+    names it (`as_ran`), else as asked, or an engine-only name (vLLM's `max_model_len`); `asked.k`
+    the param as the command asked it; `effective.k` the engine's print alone, a nested config by
+    dotted name (`effective.speculative_config.num_speculative_tokens`)."""
+    printed = _flat(effective or {})
+    view: dict[str, Any] = {"variant": variant, **{k: v for k, v in printed.items() if k not in params},
+                            **as_ran(params, effective)}
+    view.update({ASKED + k: v for k, v in params.items()})
+    view.update({EFFECTIVE + k: v for k, v in printed.items()})
+    return view
+
+
+def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for k, v in values.items():
+        found.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return found
+
+
 def matches(params: dict[str, Any], where: dict[str, Any]) -> bool:
     """Every `--where` condition holds: the param equals the value as `--set` reads it, or as text."""
     return all(k in params and (params[k] == v or _text(params[k]) == _text(v)) for k, v in where.items())

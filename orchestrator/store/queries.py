@@ -19,6 +19,7 @@ LISTED = ("id", "uid", "experiment", "variant", "host", "status", "username", "f
           "ended_at")
 Listed = namedtuple("Listed", LISTED)  # type: ignore[misc]  # a listed run, with the Run's attribute names
 ListedText = namedtuple("ListedText", (*LISTED, "metrics_json"))  # type: ignore[misc]  # and its metrics text
+ListedRan = namedtuple("ListedRan", (*LISTED, "effective_params"))  # type: ignore[misc]  # and what the engine ran
 
 
 def experiments(source: Any) -> list[str]:
@@ -131,14 +132,15 @@ def _listing(selected: str, experiment: str | None, status: str | None, host: st
 
 def listed_runs(source: Any, experiment: str | None = None, status: str | None = None, host: str | None = None,
                 user: str | None = None, limit: int | None = None, decode: bool = True,
-                metrics_text: bool = False) -> list[Any]:
+                metrics_text: bool = False, effective: bool = False) -> list[Any]:
     """Runs oldest first (the newest `limit` of them when given), filtered by experiment, status,
     host and the user who made them. Only the listed columns, as rows with the Run's attribute
     names: never a run's spec, env or launch script (100,000 runs: 1.6 s instead of 4.9 s for whole runs).
     Without `decode`, params stay as the database gives them: JSON text from SQLite, for output
     that writes them as JSON (decoding 100,000 runs' params costs a second). `metrics_text`: each
-    with its stored metrics text too (`metrics_json`), for output that writes the metrics as JSON."""
-    shape = ListedText if metrics_text else Listed
+    with its stored metrics text too (`metrics_json`), for output that writes the metrics as JSON;
+    `effective`: with the engine's effective params (decoded), which `--where` matches."""
+    shape = ListedRan if effective else ListedText if metrics_text else Listed
     found = of(source).rows(*_listing(columns(shape._fields), experiment, status, host, user, limit))
     flags, params = LISTED.index("flags"), LISTED.index("params")
     rows = []
@@ -147,5 +149,7 @@ def listed_runs(source: Any, experiment: str | None = None, status: str | None =
         values[flags] = [] if values[flags] == "[]" else decoded("flags", values[flags])  # most runs have none
         if decode:
             values[params] = decoded("params", values[params])
+        if effective:
+            values[-1] = decoded("effective_params", values[-1])
         rows.append(shape(*values))
     return rows
