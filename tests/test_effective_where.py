@@ -51,3 +51,17 @@ def test_compare_where_reads_alike(store):
     assert [r["id"] for r in chosen] == [1, 2] and left_out["not matching --where"] == 1
     chosen, _ = compare_cli.load(store, "sweep", {"asked.steps": 8})
     assert [r["id"] for r in chosen] == [1, 3]
+
+
+def test_compare_table_says_which_asked_configurations_ran_as_one(tmp_path, monkeypatch, capsys):
+    from test_compare import orch
+
+    store = Store(f"sqlite:///{tmp_path / 'orch.db'}")
+    for n, asked in enumerate([8, 4, 6]):
+        run = make_run(store, n, steps=asked, accept=2.0 + n / 10, tok_s=100)
+        store.update_run(run, effective_params={"steps": 4 if asked in (8, 4) else 6})
+    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep")
+    assert code == 0 and "3 succeeded run(s) in 2 configuration(s)" in out
+    lines = [text for text in out.splitlines() if "ran as one" in text]
+    assert lines == ["steps=8 and steps=4 ran as one configuration (steps=4): the engine adjusted them"]
+    assert out.index("ran as one") > out.index("by accept_len")  # under the table, not above it

@@ -127,6 +127,8 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
         style = {"best": "[bold green]best[/]", "within noise": "[yellow]within noise[/]"}.get(g.mark, "")
         grid.add_row(style, *(line(ui.fmt(comparing.cell(g, k))) for k in c.varying), str(len(g.run_ids)), *cells)
     ui.console.print(grid)
+    for merged in filter(None, (g.ran_as_one() for g in c.groups)):  # asked apart, ran alike: one row
+        ui.console.print(line(merged), soft_wrap=True)
     best = c.groups[0]
     if best.mark:
         named = ", ".join(f"{k}={ui.fmt(comparing.cell(best, k))}" for k in c.varying) or "the only configuration"
