@@ -125,3 +125,24 @@ params: {{entrypoint: module, model_path: {models / 'target'}, draft_model_path:
     assert "checkpoint-path-missing" in said or "/nonexistent/draft" in said
     assert "server launched" not in said
     assert not list((tmp_path / "host").glob("runs/*/server.log"))
+
+
+def test_method_eagle_written_in_the_command_is_caught_on_the_real_engine(tmp_path):
+    """The story's mistake in vLLM's words: `"method": "eagle"` for an EAGLE-3 draft, written in
+    the command (extra_args), not a param; `orch check` reads the host's real source and says so."""
+    inventory = _inventory(tmp_path)
+    models = realvllm.models()
+    config = json.dumps({"method": "eagle", "model": str(models / "draft"), "num_speculative_tokens": 3})
+    spec = tmp_path / "exp.yaml"
+    spec.write_text(f"""name: eagle_literal
+engine: vllm
+hosts: [cpu]
+template: {ROOT / 'templates' / 'vllm_launch.sh.j2'}
+params: {{entrypoint: module, model_path: {models / 'target'}, tp_size: 1, speculative_method: "", port: 30125,
+          extra_args: [--speculative-config, {json.dumps(config)}]}}
+""")
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--inventory", str(inventory), "--db",
+                           f"sqlite:///{tmp_path}/o.db", "check", str(spec), "--json"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "method-eagle-with-eagle3-draft" in done.stdout
