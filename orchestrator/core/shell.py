@@ -892,3 +892,33 @@ def slurm_relay(job: str, node: str, node_python: str, port: int) -> str:
 
 def kill_pid(pid: int) -> str:
     return f"kill {int(pid)} 2>/dev/null; true"
+
+
+_DISK_FREE_PYTHON = r"""
+import os, sys
+for p in sys.argv[1:]:
+    d = p
+    while not os.path.isdir(d):
+        d = os.path.dirname(d) or "/"
+    st = os.statvfs(d)
+    m = os.path.realpath(d)
+    while not os.path.ismount(m):
+        m = os.path.dirname(m)
+    print(p, st.f_bavail * st.f_frsize, m, sep="\t")
+"""
+
+
+def disk_free(python: str, paths: Iterable[str]) -> str:
+    """Print `path<TAB>free bytes<TAB>mount point` per path (its nearest existing folder's disk)."""
+    return f"{path(python)} -S -c {quote(_DISK_FREE_PYTHON)} " + " ".join(path(p) for p in paths)
+
+
+def keep_original(file: str, restore: str) -> str:
+    """Keep the file's current bytes at `restore` (beside it, so on its disk) before it is replaced:
+    a hard link (no new space: the replaced inode lives on in it), else a copy keeping mode and owner."""
+    return f"ln -f -- {path(file)} {path(restore)} 2>/dev/null || cp -p -- {path(file)} {path(restore)}"
+
+
+def rename_over(source: str, target: str) -> str:
+    """Rename `source` over `target` in one folder: a rename needs no free space on the disk."""
+    return f"mv -f -- {path(source)} {path(target)}"

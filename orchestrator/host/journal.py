@@ -4,9 +4,11 @@ Order of acts when patching one file (each step durable before the next):
   1. the original bytes are saved next to the record (`<seq>.orig`);
   2. the record is written (`<seq>.json`: file, hashes, mode, owner, backup path), and the
      journal folder is fsynced so both renames survive a power cut;
-  3. the new text is written to a temporary file in the target's folder, fsynced, given the
+  3. the original is kept beside the target (`restore`: a hard link to its inode, else a copy),
+     so a revert is a rename, which needs no free space on a disk filled during the run;
+  4. the new text is written to a temporary file in the target's folder, fsynced, given the
      target's mode and owner and renamed over it; the folder is fsynced;
-  4. the target's stale `__pycache__` entries are removed.
+  5. the target's stale `__pycache__` entries are removed.
 A crash between any two steps leaves a record that `revert` can finish: the file's hash is
 either the "before" hash (nothing to undo) or the "after" hash (restore the saved bytes). A
 crash before step 2 leaves at most a saved original without a record, which `sweep` removes.
@@ -18,11 +20,18 @@ import json
 from dataclasses import asdict, dataclass, replace
 
 from orchestrator.core import patching, shell
-from orchestrator.errors import PatchError
+from orchestrator.errors import HostError, PatchError
 from orchestrator.remote import Connection
 from orchestrator.core.spec import PatchDef
+from . import diskspace
 
 APPLIED, REVERTED, DRIFTED, PENDING = "applied", "reverted", "drifted", "pending"
+
+
+def restore_path(file: str, run: str, seq: int) -> str:
+    """Where the original of `file` is kept beside it while patched: a dot-file Python never imports."""
+    folder, _, name = file.rpartition("/")
+    return f"{folder}/.{name}.orch-original-{run}-{seq:03d}"
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,7 @@ class PatchRecord:
     uid: int
     gid: int
     state: str = APPLIED
+    restore: str = ""  # the original kept beside the file (a revert renames it back); "" in older records
 
 
 class Journal:
@@ -73,7 +83,7 @@ class Journal:
         record = PatchRecord(
             run=run, seq=seq, name=patch.name, target=patch.file, file=file,
             sha256_before=patching.sha256(before), sha256_after=patching.sha256(after),
-            backup=f"{base}.orig", mode=st.mode, uid=st.uid, gid=st.gid,
+            backup=f"{base}.orig", mode=st.mode, uid=st.uid, gid=st.gid, restore=restore_path(file, run, seq),
         )
         if self._dir(run) not in self._made:  # once per run, not per patch (a revert may remove it: see _forget)
             await self.conn.run(shell.mkdir(self._dir(run)), idempotent=True)
@@ -81,9 +91,20 @@ class Journal:
         await self.conn.write_file(record.backup, before, mode=0o600)
         await self._write_record(record)
         await self._sync(self._dir(run), self.root)
+        await self._keep_original(record)
         await self.conn.write_file(file, after)
         await self._settle(file)
         return record
+
+    async def _keep_original(self, record: PatchRecord) -> None:
+        """The original beside the file before it changes (the record names it, so a crash here
+        leaves nothing the revert does not remove); a disk too full for even that stops the patch."""
+        done = await self.conn.run(shell.keep_original(record.file, record.restore), idempotent=True)
+        if not done.ok:
+            await self.conn.run(shell.remove_files(record.restore), idempotent=True)
+            disk = await diskspace.described(self.conn, self.conn.host, record.file)
+            raise HostError(f"{self.conn.host.name}: cannot keep the original of {record.file} beside it on {disk} "
+                            f"({done.err.strip()[-200:]}); patch '{record.name}' was not applied; free space there")
 
     async def _sync(self, *paths: str) -> None:
         """Make the renames into these folders durable (SFTP cannot fsync a folder)."""
@@ -146,8 +167,7 @@ class Journal:
             if record.state != DRIFTED:
                 await self._write_record(drifted)
             return drifted
-        original = await self.conn.read_file(record.backup)
-        await self.conn.write_file(record.file, original, mode=record.mode)
+        await self._restore(record)
         await self._settle(record.file)
         if await self._digest(record.file) != record.sha256_before:
             kept = replace(record, state=DRIFTED)
@@ -156,14 +176,31 @@ class Journal:
         await self._forget(record)
         return replace(record, state=REVERTED)
 
+    async def _restore(self, record: PatchRecord) -> None:
+        """The original back in place: its kept copy renamed over the file (no new space needed),
+        else the journal's copy written (needs the file's size free beside it)."""
+        if record.restore and await self._digest(record.restore) == record.sha256_before:
+            done = await self.conn.run(shell.rename_over(record.restore, record.file), idempotent=True)
+            if done.ok:
+                return
+        original = await self.conn.read_file(record.backup)
+        try:
+            await self.conn.write_file(record.file, original, mode=record.mode)
+        except HostError as exc:
+            disk = await diskspace.described(self.conn, self.conn.host, record.file)
+            raise HostError(f"{exc}; on {disk}: patch '{record.name}' of run {record.run} is left applied to "
+                            f"{record.file} (original saved at {record.backup}); free space there, then "
+                            f"`orch revert --host {self.conn.host.name}`") from None
+
     async def _write_record(self, record: PatchRecord) -> None:
         data = (json.dumps(asdict(record), sort_keys=True) + "\n").encode()
         await self.conn.write_file(f"{self._dir(record.run)}/{record.seq:03d}.json", data, mode=0o600)
 
     async def _forget(self, record: PatchRecord) -> None:
         base = f"{self._dir(record.run)}/{record.seq:03d}"
+        kept = [record.restore] if record.restore else []
         self._made.discard(self._dir(record.run))
         await self.conn.run(
-            shell.remove_files(f"{base}.json", f"{base}.orig") + "; " + shell.remove_empty_dir(self._dir(record.run)),
+            shell.remove_files(f"{base}.json", f"{base}.orig", *kept) + "; " + shell.remove_empty_dir(self._dir(record.run)),
             idempotent=True,
         )

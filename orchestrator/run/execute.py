@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any, cast
 
-from orchestrator.host import occupancy, overlay, patchcheck, server
+from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server
 from . import collect, effective, multinode, preflight, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, spec as specs
@@ -242,6 +242,7 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     busy = await occupancy.ensure_free(session.conn, host, port, multinode.gpus_per_node(attempt.plan),
                                        env.get("CUDA_VISIBLE_DEVICES"), spec.allow_busy_gpus)
     await multinode.check_hosts(attempt, port)
+    await _ensure_room(attempt)
     for problem in busy:
         store.event(run, "busy-gpus-allowed", f"orch run --allow-busy-gpus: {problem}")
         attempt.warn(f"{problem} (--allow-busy-gpus)")
@@ -268,6 +269,21 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     metrics["startup_s"] = time.monotonic() - started
     address = await session.conn.forward(port)
     held.base_url = f"http://{address[0]}:{address[1]}"
+
+
+async def _ensure_room(attempt: Attempt) -> None:
+    """Refuse a run on a disk too full for what it writes, before anything changes: its folder and
+    journal under the workdir (a copy of each file it patches), and each patched file's new text."""
+    session = attempt.session
+    needs = {session.host.workdir: diskspace.RUN_FLOOR_BYTES}
+    if overlay.PARAM not in attempt.context["params"]:  # an isolated run writes its copy under the workdir
+        for patch in attempt.plan.patches:
+            file = await session.resolve(patch)
+            found = await session.conn.stat(file)
+            size = found.size if found is not None else 0
+            needs[session.host.workdir] += size
+            needs[file] = needs.get(file, 0) + size
+    await diskspace.ensure_room(session.conn, session.host, needs)
 
 
 def _port(attempt: Attempt) -> int:
@@ -428,7 +444,8 @@ async def _revert(attempt: Attempt, held: serving.Serving | None, cleanup_errors
             status, exit_code = (FAILED, 1) if status == SUCCEEDED else (status, exit_code)
     except (OrchError, OSError) as exc:
         error = (f"{error}; " if error else "") + f"cleanup failed: {exc}"
-        status = FAILED if status == SUCCEEDED else status
+        if status == SUCCEEDED:  # a run whose cleanup left something changed never exits 0
+            status, exit_code = FAILED, exc.exit_code if isinstance(exc, OrchError) else 3
         attempt.store.event(attempt.run, "cleanup-failed", str(exc))
     return error, status, exit_code
 
