@@ -40,8 +40,10 @@ class Diagnosis:
     decisive: bool = False  # names the cause itself (a patched file that broke): wins over an earlier diagnosis
 
     def as_record(self) -> dict[str, object]:
-        """The form a run row stores."""
-        return {"kind": self.kind, "summary": self.summary, "evidence": list(self.evidence)}
+        """The form a run row stores: its log lines cut to the stored bound (a crash may quote a huge line)."""
+        from orchestrator.core.bounds import cut_line
+
+        return {"kind": self.kind, "summary": cut_line(self.summary), "evidence": [cut_line(e) for e in self.evidence]}
 
 
 @dataclass(frozen=True)

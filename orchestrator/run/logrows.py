@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.core.bounds import cut_line, cut_values
 from orchestrator.engines.base import LogReport, Measure
 
 REJECTED_AT_OR_BELOW = 1.05
@@ -39,6 +40,7 @@ def series_values(run_id: int, report: LogReport, node: int = 0) -> list[dict[st
 
 
 def debug_values(run_id: int, report: LogReport, node: int = 0) -> list[dict[str, Any]]:
-    """The log's debug lines as DebugRow column values (of node `node` of a run over several hosts)."""
-    return [{"run_id": run_id, "seq": i, "text": d.text, "fields": d.fields, "node": node}
+    """The log's debug lines as DebugRow column values (of node `node` of a run over several hosts), each
+    line and field cut to the stored bound."""
+    return [{"run_id": run_id, "seq": i, "text": cut_line(d.text), "fields": cut_values(d.fields), "node": node}
             for i, d in enumerate(report.debug_lines)]
