@@ -922,3 +922,9 @@ def keep_original(file: str, restore: str) -> str:
 def rename_over(source: str, target: str) -> str:
     """Rename `source` over `target` in one folder: a rename needs no free space on the disk."""
     return f"mv -f -- {path(source)} {path(target)}"
+
+
+def free_port(python: str) -> str:
+    """Print a TCP port free on the host now (the kernel's choice for a bind to port 0)."""
+    code = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+    return f"{path(python)} -S -c {quote(code)}"

@@ -25,10 +25,10 @@ from typing import Any, cast
 from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server
 from . import collect, effective, multinode, preflight, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
-from orchestrator.core import patching, render, spec as specs
+from orchestrator.core import patching, render, shell, spec as specs
 from orchestrator import engines
 from orchestrator.engines.base import LogReport, Measures
-from orchestrator.errors import EXIT_INTERRUPTED, OrchError, ServerError, WorkloadError
+from orchestrator.errors import EXIT_INTERRUPTED, HostError, OrchError, ServerError, WorkloadError
 from orchestrator.core.inventory import Host
 from orchestrator.remote.group import uncancelled
 from orchestrator.remote.reconnecting import reconnections
@@ -257,18 +257,63 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     attempt.enter(Stage.APPLY_PATCHES)
     await uncancelled(stages.apply_patches(attempt, prepared))  # whole: the revert then undoes each
     await multinode.patch(attempt, prepare_patches, uncancelled)
-    attempt.enter(Stage.LAUNCH)
     started = time.monotonic()
-    srv = await server.launch(session.conn, context["run"]["dir"], attempt.script, port, attempt.secrets)
+    held = await _launch_and_wait(attempt, port)
+    if held is None:  # the port was taken between the check and the server's bind: once more elsewhere
+        port = await _move_to_a_free_port(attempt, port)
+        held = await _launch_and_wait(attempt, port, relaunched=True)
+        assert held is not None
+    metrics["startup_s"] = time.monotonic() - started
+    address = await session.conn.forward(port)
+    held.base_url = f"http://{address[0]}:{address[1]}"
+
+
+PORT_IN_USE = "port-in-use"  # the diagnosis kind of a server's own address-in-use exit (every engine's)
+
+
+async def _launch_and_wait(attempt: Attempt, port: int, relaunched: bool = False) -> serving.Serving | None:
+    """Launch the server on `port` and wait for it to be ready. None when it exited because the
+    port was taken after orch's check (another user, or another inventory host on this machine):
+    its relaunch on another port can still succeed (once; a run over several hosts shares the port
+    with its other nodes, so it fails at once)."""
+    session, store, run = attempt.session, attempt.store, attempt.run
+    attempt.enter(Stage.LAUNCH)
+    srv = await server.launch(session.conn, attempt.context["run"]["dir"], attempt.script, port, attempt.secrets)
     held = serving.launched(attempt, srv)
     store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")
     await multinode.launch(attempt, port)
     attempt.say(f"server launched (pid {srv.pgid}); waiting for it to be ready")
     attempt.enter(Stage.WAIT_READY)
-    held.read_so_far = await server.wait_ready(session.conn, srv, spec.ready_timeout, engine)
-    metrics["startup_s"] = time.monotonic() - started
-    address = await session.conn.forward(port)
-    held.base_url = f"http://{address[0]}:{address[1]}"
+    try:
+        held.read_so_far = await server.wait_ready(session.conn, srv, attempt.spec.ready_timeout, attempt.engine)
+    except ServerError as exc:
+        if relaunched or attempt.peers or exc.diagnosis is None or exc.diagnosis.kind != PORT_IN_USE:
+            raise
+        log = await stages.stop(attempt, srv)  # whatever of it is left; its log is the event's evidence
+        attempt.serving = None
+        store.event(run, "port-relaunch", f"port {port} was taken after the check, at the server's bind: "
+                                          f"{exc.diagnosis.summary} (its log: {hide(' | '.join(server.tail(log, 5)), attempt.secrets)})")
+        return None
+    return held
+
+
+async def _move_to_a_free_port(attempt: Attempt, taken: int) -> int:
+    """A port free on the host now, put into the run's params, launch script and record."""
+    session, spec = attempt.session, attempt.spec
+    done = await session.conn.run(shell.free_port(session.host.python), timeout=30, idempotent=True)
+    port = int(done.out.strip()) if done.ok and done.out.strip().isdigit() else 0
+    if not port:
+        raise HostError(f"{session.host.name}: port {taken} was taken at the server's bind and no free port could be "
+                        f"found with {session.host.python} ({done.err.strip()[-200:]}); give the run a free port "
+                        "(--set port=N)")
+    await occupancy.ensure_free(session.conn, session.host, port, 0, None, True)  # nobody took it since
+    attempt.context["port"] = attempt.context["params"]["port"] = port
+    attempt.script = render.launch_script(spec.template, attempt.context)
+    attempt.run = attempt.store.update_run(attempt.run, params={**attempt.run.params, "port": port},
+                                           command=hide(attempt.script, attempt.secrets))
+    attempt.store.event(attempt.run, "port-relaunch", f"relaunched on port {port}, free on the host now")
+    attempt.warn(f"port {taken} was taken after the check, at the server's bind; relaunched on port {port}")
+    return port
 
 
 async def _ensure_room(attempt: Attempt) -> None:
