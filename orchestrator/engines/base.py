@@ -86,6 +86,7 @@ class LogReport:
     launch_args: str | None  # the engine's own print of its arguments, when it logs one
     measures: tuple[Measure, ...] = ()  # what the log's stats lines say of the whole run
     started: bool = False  # the engine's startup lines (weights loaded, KV cache allocated, ...) were seen
+    engine_config: str | None = None  # the engine's print of the config it built (vLLM's engine-config line)
 
 
 CHAT, GENERATE = "chat", "generate"  # the workload's endpoints: OpenAI chat completions, the engine's native text one
@@ -246,9 +247,10 @@ class Engine(ABC):
         (what the command asks). Default: none."""
         return {}
 
-    def effective_args(self, launch_args: str | None) -> dict[str, object] | None:
-        """The engine's own print of the arguments it runs with (`LogReport.launch_args`) by its own
-        names, after it adjusted them; None when the log holds none. Default: None."""
+    def effective_args(self, launch_args: str | None, engine_config: str | None = None) -> dict[str, object] | None:
+        """The engine's own print of the arguments it runs with (`LogReport.launch_args`, and the
+        config it built, `LogReport.engine_config`) by its own names, after it adjusted them; None
+        when the log holds none. Default: None."""
         return None
 
     async def tool_command(self, session: HostSession, tool: str, args: Mapping[str, object], port: int,

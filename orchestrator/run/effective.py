@@ -17,7 +17,7 @@ async def asked(attempt: Attempt) -> None:
 
 def record(attempt: Attempt, report: LogReport, log: bytes) -> None:
     """The effective args on the run, and an event (and a warning) per value the engine changed."""
-    effective = attempt.engine.effective_args(report.launch_args)
+    effective = attempt.engine.effective_args(report.launch_args, report.engine_config)
     if effective is None:
         return
     attempt.store.update_run(attempt.run, effective_params=effective)

@@ -133,7 +133,7 @@ class SglangEngine(Engine):
         table = await hostflags.flag_set(session.conn, session.host, session.packages)
         return flags.command_of(script, table, dict(env)).values()
 
-    def effective_args(self, launch_args: str | None) -> dict[str, object] | None:
+    def effective_args(self, launch_args: str | None, engine_config: str | None = None) -> dict[str, object] | None:
         return imported.server_args(launch_args) or None  # `server_args=ServerArgs(...)` or 0.5.23's dict
 
     async def tool_command(self, session: HostSession, tool: str, args: Mapping[str, object], port: int,

@@ -113,11 +113,18 @@ class VllmEngine(Engine):
     async def launch_args(self, session: HostSession, script: str, env: Mapping[str, str]) -> dict[str, object]:
         return flags.command_of(script, dict(env)).values()
 
-    def effective_args(self, launch_args: str | None) -> dict[str, object] | None:
-        """`non-default args: {...}`: what vLLM's parser made of the command (its model as `model_tag`)."""
+    def effective_args(self, launch_args: str | None, engine_config: str | None = None) -> dict[str, object] | None:
+        """`non-default args: {...}`: what vLLM's parser made of the command (its model as `model_tag`),
+        with the engine-config line's values over them: what the engine built after its own
+        adjustments (a speculative_config key by key: its draft's num_speculative_tokens, ...)."""
+        from . import engineconfig
+
         args = logimport.parsed(launch_args)
         if args and "model_tag" in args and "model" not in args:
             args["model"] = args["model_tag"]  # the positional the command gives as `vllm serve MODEL`
+        for name, built in engineconfig.parsed(engine_config).items():
+            asked = args.get(name)
+            args[name] = {**asked, **built} if isinstance(asked, dict) and isinstance(built, dict) else built
         return args or None
 
     def rehearsal(self) -> Rehearsal:

@@ -27,11 +27,13 @@ from collections.abc import Sequence
 from orchestrator.engines.base import DebugLine, Diagnosis, LogReport, Measure, SeriesPoint
 from orchestrator.engines.fields import parse_fields, required_literal
 
+from . import engineconfig
 from .diagnosis import CRASH_HEADERS, NEEDLES, diagnose
 from .stats import SPEC_HEADER, THROUGHPUT_HEADER, spec_row, throughput_row, weighted_spec
 
 READY_LINE = "Application startup complete."
 ARGS_HEADER = "non-default args: "  # 0.10.1.1 vllm/entrypoints/utils.py:326, 0.33.0 entrypoints/common/startup.py:96
+CONFIG_HEADER = "Initializing a V1 LLM engine"  # the engine-config line (engineconfig.py), 0.32.0 v1/engine/core.py:134
 DEFAULT_DEBUG_PATTERN = r"\[[A-Za-z0-9_.-]*-DEBUG\]"
 STARTUP_LINES = ("Initializing a V1 LLM engine", "distributed_init_method=", "Loading weights took",
                  "Model loading took", "Available KV cache memory", "KV cache size: ")
@@ -51,12 +53,14 @@ def parse_log(log: bytes | str, debug_pattern: str = DEFAULT_DEBUG_PATTERN, patc
     throughput = [throughput_row(*_split(line, THROUGHPUT_HEADER)) for line in _lines(data, THROUGHPUT_HEADER)]
     args = _lines(data, ARGS_HEADER, first_only=True)
     launch_args = _split(args[0], ARGS_HEADER)[1] if args else None
+    configs = _lines(data, CONFIG_HEADER, first_only=True)
     return LogReport(
         series=tuple(_points(SPEC_SERIES, spec)) + tuple(_points(THROUGHPUT_SERIES, throughput)),
         debug_lines=tuple(_debug_lines(data, debug_pattern)),
         diagnosis=diagnose_bytes(data),
         ready=is_ready(data),
         launch_args=launch_args,
+        engine_config=configs[0].partition(engineconfig.HEADER)[2] or None if configs else None,
         measures=tuple(log_measures(spec, throughput, _num_speculative_tokens(launch_args))),
         started=launch_args is not None or any(data.find(line.encode(), 0, HEAD_SIZE) >= 0 for line in STARTUP_LINES),
     )

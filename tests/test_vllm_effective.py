@@ -1,0 +1,54 @@
+"""vLLM's effective params: `non-default args:` with the engine-config line's values over them
+(VllmConfig.__str__, 0.32.0 vllm/config/vllm.py:2703), read from real vLLM CPU 0.32.0 logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.engines.command import adjusted
+from orchestrator.engines.vllm import engineconfig, logs
+from orchestrator.engines.vllm.engine import VllmEngine
+
+REAL = Path(__file__).parent / "fixtures" / "reallogs"
+
+
+def effective_of(name: str) -> dict[str, object]:
+    report = logs.parse_log((REAL / name).read_bytes())
+    found = VllmEngine().effective_args(report.launch_args, report.engine_config)
+    assert found is not None
+    return found
+
+
+def test_the_real_config_line_is_read_under_the_argument_names():
+    found = effective_of("vllm_cpu_0.32.0_enforce_eager.log")  # --enforce-eager --max-num-batched-tokens 64
+    assert found["enforce_eager"] is True and found["max_num_batched_tokens"] == 64  # the latter: args only
+    assert found["max_model_len"] == 512  # not asked: the target's max_position_embeddings, as the engine built it
+    assert found["dtype"] == "bfloat16" and found["enable_chunked_prefill"] is True
+    assert found["speculative_config"] == {"method": "eagle3", "model": "/tmp/rv/draft", "num_speculative_tokens": 3}
+
+
+def test_a_real_run_that_asked_what_it_ran_has_no_adjustment():
+    found = effective_of("vllm_cpu_0.32.0_d2t_absolute.log")
+    assert found["max_model_len"] == 256
+    asked = {"max_model_len": "256", "speculative_config": '{"method": "eagle3", "num_speculative_tokens": 3}'}
+    assert adjusted(asked, found, "") == []
+
+
+def test_a_changed_value_in_the_config_line_is_an_adjustment_with_its_line():
+    line = ("model='/m', speculative_config=SpeculativeConfig(method='eagle3', model='/d', num_spec_tokens=1), "
+            "tokenizer='/m', dtype=torch.bfloat16, max_seq_len=2048, compilation_config={'a': [1, 2], 'b': 'x, y'}, "
+            "enforce_eager=True")
+    found = VllmEngine().effective_args("{'model': '/m', 'max_model_len': 4096, 'speculative_config': "
+                                        "{'method': 'eagle3', 'model': '/d', 'num_speculative_tokens': 3}}", line)
+    assert found["max_model_len"] == 2048 and found["enforce_eager"] is True
+    assert found["speculative_config"]["num_speculative_tokens"] == 1
+    log = "WARNING [speculative.py:1] num_speculative_tokens is set to 1 by the draft's n_predict"
+    changes = adjusted({"max_model_len": "4096", "speculative_config": '{"num_speculative_tokens": 3}'}, found, log)
+    assert [(c.dest, c.effective) for c in changes] == [("max_model_len", 2048), ("speculative_config",
+                                                         found["speculative_config"])]
+
+
+def test_fields_keep_commas_inside_brackets_and_quotes():
+    assert engineconfig.fields("a=1, b={'x': (1, 2)}, c='p, q', d=torch.float16") == {
+        "a": "1", "b": "{'x': (1, 2)}", "c": "'p, q'", "d": "torch.float16"}
+    assert engineconfig.parsed(None) == {} and engineconfig.parsed("no pairs here") == {}
