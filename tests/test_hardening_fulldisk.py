@@ -174,3 +174,16 @@ def test_a_disk_full_before_the_run_is_one_line_exit_3_and_nothing_changes(proje
     assert "nothing was changed" in error, error
     assert sorted(str(p) for p in (disk / "host").rglob("*")) == before
     assert target.read_bytes() == original
+
+
+def test_a_disk_with_no_room_for_the_lock_names_the_disk_too(project, disk):
+    target, original = installed(project, disk)
+    fill(disk)
+    before = sorted(str(p) for p in (disk / "host").rglob("*"))
+    done = orch(project, "run", str(experiment(project)))
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and "No space left on device" in said[0], done.stderr
+    assert f"the disk {disk} (0 B free)" in said[0], done.stderr
+    assert sorted(str(p) for p in (disk / "host").rglob("*")) == before
+    assert target.read_bytes() == original

@@ -26,6 +26,7 @@ from orchestrator.core.clock import now
 from orchestrator.errors import HostBusy
 from orchestrator.remote import Connection
 from orchestrator.remote.base import command_failed
+from . import diskspace
 
 LEASE_SECONDS = 60.0
 RENEWALS_PER_LEASE = 4
@@ -90,8 +91,11 @@ class HostLock:
         for _ in range(TAKE_ATTEMPTS):
             done = await self.conn.run(shell.lock_take(self.path, _encode(self.owner)))
             if shell.LOCK_MARKER not in done.out:
+                hint = _unwritable_hint(done.err)
+                if "No space left" in done.err:  # which disk, and how full: the workdir may be a link elsewhere
+                    hint += f"; {await diskspace.described(self.conn, self.conn.host, self.path)}"
                 raise command_failed(done, f"{self.conn.host.name}: cannot create {self.path}: "
-                                           f"{' '.join(done.err.split())}; {_unwritable_hint(done.err)}")
+                                           f"{' '.join(done.err.split())}; {hint}")
             holder = _parse_state(done.out)
             if holder is None:  # taken
                 return broken
