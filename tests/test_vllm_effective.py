@@ -52,3 +52,27 @@ def test_fields_keep_commas_inside_brackets_and_quotes():
     assert engineconfig.fields("a=1, b={'x': (1, 2)}, c='p, q', d=torch.float16") == {
         "a": "1", "b": "{'x': (1, 2)}", "c": "'p, q'", "d": "torch.float16"}
     assert engineconfig.parsed(None) == {} and engineconfig.parsed("no pairs here") == {}
+
+
+# -- on the rehearsal: 0.33.0 builds `--max-model-len -1` as the target's length -------------------
+
+def test_an_auto_fit_max_model_len_is_recorded_as_it_ran_on_the_0_33_0_rehearsal(project):
+    import json
+
+    from conftest import ROOT, free_port
+    from test_run import orch
+
+    import shutil
+
+    shutil.copy(ROOT / "templates" / "vllm_launch.sh.j2", project / "templates" / "vllm_launch.sh.j2")
+    spec = project / "experiments" / "vllm_eagle.yaml"
+    spec.write_text((ROOT / "experiments" / "vllm_eagle.yaml").read_text().replace("port: 30000", f"port: {free_port()}"))
+    done = orch(project, "run", str(spec), "--variant", "eagle3", "--set", "max_model_len=-1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert record["params"]["max_model_len"] == -1  # what was asked stays what was asked
+    assert record["effective_params"]["max_model_len"] == 131072  # the Kimi target config's max_position_embeddings
+    assert record["effective_params"]["speculative_config"]["num_speculative_tokens"] == 3
+    [event] = [e for e in record["events"] if e["kind"] == "param-adjusted"]
+    assert event["message"].startswith("max_model_len: the command asked -1, the engine ran 131072")
+    assert "param adjusted by the engine" in done.stdout + done.stderr

@@ -94,6 +94,7 @@ def build_engine(args) -> Engine:
             f"(max_position_embeddings={max_len} or model_max_length=None in model's config.json). This may lead "
             "to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    built_len = built_max_model_len(args.max_model_len, max_len)
     world = nodes.local_world(args)  # this node's share of tp x pp
     gpus = int(os.environ.get("ORCH_REHEARSAL_GPUS", "8"))
     if world > gpus:
@@ -110,8 +111,8 @@ def build_engine(args) -> Engine:
     if spec is not None:
         method, k = spec["method"], int(spec["num_speculative_tokens"])
         speculative_module().verify_eagle3_target(method, str(text.get("model_type", "")))
-        log("core.py:75", "Initializing a V1 LLM engine (v%s) with config: model=%r, speculative_config=%s"
-            % (__version__, args.model, spec), process=lines.ENGINE_PROCESS)
+        log("core.py:75", "Initializing a V1 LLM engine (v%s) with config: %s"
+            % (__version__, config_line(args, spec, built_len)), process=lines.ENGINE_PROCESS)
         try:
             draft = load_draft(spec, registry._SPECULATIVE_DECODING_MODELS)
             if method == "eagle3" and not supports_eagle3(target_model):
@@ -124,7 +125,25 @@ def build_engine(args) -> Engine:
                                f"Failed core proc(s): {{'{lines.ENGINE_PROCESS}': 1}}") from None
     layers = target_model.get_eagle3_aux_hidden_state_layers(target.num_layers) if draft is not None and draft.uses_fc else ()
     served = (args.served_model_name or [args.model])[0]
-    return Engine(target, draft, k, layers, served, Stats(k), max_len if args.max_model_len is None else args.max_model_len)
+    return Engine(target, draft, k, layers, served, Stats(k), built_len)
+
+
+def built_max_model_len(asked: int | None, derived: int) -> int:
+    """The length the engine runs: the target config's when none is asked, and on a release that
+    auto-fits, for -1 too (0.33.0 config/model.py:2642, 0.32.0 config/model.py:2624; the
+    rehearsal's memory fits any length, so it stays the derived one)."""
+    if asked is None or (asked == -1 and lines.AUTO_FIT_MAX_MODEL_LEN):
+        return derived
+    return asked
+
+
+def config_line(args, spec: dict, max_model_len: int) -> str:
+    """VllmConfig.__str__'s head, in its order (0.32.0 config/vllm.py:2703): the values as built."""
+    return (f"model={args.model!r}, speculative_config=SpeculativeConfig(method={spec['method']!r}, "
+            f"model={spec.get('model')!r}, num_spec_tokens={int(spec['num_speculative_tokens'])}), "
+            f"tokenizer={args.model!r}, skip_tokenizer_init=False, dtype=torch.bfloat16, "
+            f"max_seq_len={max_model_len}, tensor_parallel_size={args.tensor_parallel_size}, "
+            f"enforce_eager={bool(getattr(args, 'enforce_eager', False))}, enable_prefix_caching=True")
 
 
 def read_config(folder: Path) -> dict:

@@ -8,6 +8,7 @@ START_WHERE = "api_server.py:1880"
 ROUTES_WHERE = "launcher.py:36"  # vllm/entrypoints/launcher.py
 ROUTE_WHERE = "launcher.py:44"
 ENGINE_PROCESS = "EngineCore_0"
+AUTO_FIT_MAX_MODEL_LEN = False  # only an absent --max-model-len takes the derived length (vllm/config/__init__.py:2931)
 
 
 def start_line(host: str, port: int) -> str:

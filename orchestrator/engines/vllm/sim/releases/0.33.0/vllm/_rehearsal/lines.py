@@ -8,6 +8,7 @@ START_WHERE = "entry.py:139"  # vllm/entrypoints/launchers/api_server/entry.py
 ROUTES_WHERE = "launcher.py:188"  # vllm/entrypoints/launchers/launcher.py
 ROUTE_WHERE = "launcher.py:196"
 ENGINE_PROCESS = "EngineCore"
+AUTO_FIT_MAX_MODEL_LEN = True  # `--max-model-len -1` auto-fits: the derived length (vllm/config/model.py:2642)
 
 
 def start_line(host: str, port: int) -> str:
