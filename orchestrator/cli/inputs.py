@@ -46,15 +46,25 @@ def import_log(
     host: Optional[str] = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
                                        "the HOST of HOST:PATH, else `imported`)."),
     debug_pattern: str = typer.Option(DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
+    secret: list[str] = typer.Option([], "--secret", help="An env name whose values to hide in the log, besides "
+                                     "the inventory's `secrets:` and names that say so (repeatable)."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
     from orchestrator.run import logimport
     from orchestrator.store.reading import SUCCEEDED
 
     source = _log_source(log, debug_pattern, logimport)
-    done = logimport.record(logimport.writer(settings.db), source, name, logimport.parse_params(params), host, debug_pattern)
+    done = logimport.record(logimport.writer(settings.db), source, name, logimport.parse_params(params), host,
+                            debug_pattern, (*_declared_secrets(), *secret))
     ui.imported(done)
     raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
+
+
+def _declared_secrets() -> tuple[str, ...]:
+    """The secret names every inventory host declares: the log may come from any of them."""
+    if not settings.inventory.exists():
+        return ()
+    return tuple(n for h in inventories.load(settings.inventory).hosts.values() for n in h.secrets)
 
 
 def _log_source(log: str, debug_pattern: str, logimport: Any) -> Any:

@@ -5,9 +5,10 @@ arguments."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -16,6 +17,7 @@ from orchestrator import engines
 from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
 from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport, MetricInfo
 from orchestrator.errors import SpecError
+from orchestrator.core import secrets
 from orchestrator.core.clock import new_uid, now
 from orchestrator.store import freshfile, importing
 from orchestrator.store.reading import FAILED, INTERRUPTED, SUCCEEDED
@@ -167,9 +169,13 @@ class _Through:
 
 
 def record(sink: Any, source: LogSource, name: str | None, params: dict[str, Any], host: str | None,
-           debug_pattern: str = DEFAULT_DEBUG_PATTERN) -> Imported:
+           debug_pattern: str = DEFAULT_DEBUG_PATTERN, secret_names: tuple[str, ...] = ()) -> Imported:
     """Store one run from a server log through `sink` (`writer(url)`); failed when the log holds a
-    known failure. Nothing is stored for a log no engine wrote."""
+    known failure. Nothing is stored for a log no engine wrote. Secrets are hidden first (the names
+    declared, the shell's secret values, token shapes): everything stored and printed is read from the
+    masked log."""
+    source = replace(source, data=secrets.mask_log(source.data, secret_names, os.environ))
+    params = {k: _masked_param(k, v, secret_names) for k, v in params.items()}
     try:
         done = _record(sink, source, name, params, host, debug_pattern)
         sink.commit()
@@ -212,6 +218,15 @@ def _record(sink: Any, source: LogSource, name: str | None, params: dict[str, An
                     diagnosis=diagnosis.as_record() if diagnosis else None)
     return Imported(run.id, run.uid, status, metrics, tuple(flags), diagnosis, command, tuple(warnings), engine.name,
                     engine.metrics)
+
+
+def _masked_param(key: str, value: Any, secret_names: tuple[str, ...]) -> Any:
+    """A `--params` value as it is stored: hidden under a secret name, token shapes hidden in text."""
+    if not isinstance(value, str):
+        return value
+    if secrets.is_secret_name(key, secret_names) and len(value) >= secrets.MIN_LENGTH:
+        return f"<secret:{key}>"
+    return secrets.mask_text(value, secret_names)
 
 
 NEVER_FINISHED = ("the log ends while the server was starting: no ready line, no stats line and no failure "
