@@ -88,7 +88,7 @@ def apply_all(src: Path, out: Path, transforms: tuple[dict[str, Any], ...], wher
                 d2t_to = form
     target_vocab = _target_vocab(src)
     found_d2t = False
-    for here, dirs, names in os.walk(src):
+    for here, dirs, names in os.walk(src, followlinks=True):  # as push.local_manifest, which checked the links
         dirs.sort()
         for name in sorted(names):
             source = Path(here) / name

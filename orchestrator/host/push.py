@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.core import shell
+from orchestrator.errors import SpecError
 from orchestrator.remote import Connection
 from orchestrator.remote.base import command_failed
 
@@ -97,12 +98,15 @@ def local_manifest(folder: Path, cache: Path | None = None) -> Manifest:
     except (OSError, ValueError):
         known = {}
     entries, fresh = [], {}
-    for here, dirs, names in os.walk(folder):
+    for here, dirs, names in os.walk(folder, followlinks=True):  # links are checked to stay inside first
         dirs.sort()
+        for name in dirs:
+            check_link(folder, Path(here) / name, folder_link=True)
         for name in sorted(names):
             if _skipped(name):
                 continue
             path = Path(here) / name
+            check_link(folder, path)
             rel = path.relative_to(folder).as_posix()
             st = path.stat()
             stamp = [st.st_size, st.st_mtime_ns]
@@ -116,6 +120,20 @@ def local_manifest(folder: Path, cache: Path | None = None) -> Manifest:
         tmp.write_text(json.dumps(fresh))
         os.replace(tmp, cache_file)
     return Manifest(tuple(entries))
+
+
+def check_link(folder: Path, path: Path, folder_link: bool = False) -> None:
+    """A symlink in a checkpoint folder is pushed as what it points to (a plain file or folder on the
+    host), and only when that is inside the folder the user named: orch never ships a file from
+    elsewhere. A folder link to one of its own parents would be walked forever."""
+    if not path.is_symlink():
+        return
+    target = path.resolve()
+    if not target.is_relative_to(folder):
+        raise SpecError(f"{path}: a symlink to {target}, outside the checkpoint folder {folder}; copy the file "
+                        f"into the folder or point the checkpoint's src at a folder holding it (nothing was pushed)")
+    if folder_link and path.parent.resolve().is_relative_to(target):
+        raise SpecError(f"{path}: a symlink to its own parent folder {target}; remove it (nothing was pushed)")
 
 
 async def push(conn: Connection, folder: Path, dest: str, *, cache: Path | None = None,
