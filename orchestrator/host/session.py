@@ -94,4 +94,18 @@ class HostSession:
                 f"{patch.where}: patch '{patch.name}': package '{package}' is not installed for "
                 f"{self.host.python} on {self.host.name}; set the host's `python:` or use an absolute path"
             )
-        return "/".join([folder, *parts])
+        target = "/".join([folder, *parts])
+        await self._inside_package(patch, folder, target)
+        return target
+
+    async def _inside_package(self, patch: PatchDef, folder: str, target: str) -> None:
+        """A target whose folder leads out of the package through a folder symlink is refused like `..`:
+        orch patches the package it was told of, never a file elsewhere that a link reaches."""
+        parent = target.rsplit("/", 1)[0]
+        found = await self.conn.run(f"realpath -m -- {shell.quote(folder)} {shell.quote(parent)}")
+        real = found.out.split("\n") if found.ok else []
+        if len(real) < 2 or real[1] == real[0] or real[1].startswith(real[0].rstrip("/") + "/"):
+            return
+        raise PatchError(f"{patch.where}: patch '{patch.name}': `file: {patch.file}` on {self.host.name} leads to "
+                         f"{real[1]}, outside the package folder {real[0]} (through a symlink); patch the file where "
+                         f"it lies with an absolute path, or remove the link")

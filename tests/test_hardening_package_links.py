@@ -1,0 +1,32 @@
+"""Issue 24, item 5: a patch target reached through a folder symlink that leaves the package is refused
+like `..`, before anything on the host changes."""
+
+from __future__ import annotations
+
+import shutil
+
+from test_bad_inputs import build, host, orch, snapshot  # noqa: F401 (host: the corpus's rehearsal host)
+
+
+def test_a_patch_target_through_a_folder_link_out_of_the_package_is_refused(host, tmp_path):
+    workdir, places = host
+    [package] = [p for p in workdir.rglob("sglang") if p.is_dir() and (p / "srt").is_dir()
+                 and "__pycache__" not in p.parts]
+    models = package / "srt" / "models"
+    elsewhere = tmp_path / "elsewhere-models"
+    shutil.move(models, elsewhere)
+    models.symlink_to(elsewhere)
+    try:
+        project = build({"args": []}, tmp_path, places)
+        before, outside = snapshot(workdir), {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()}
+        code, out, err, crash = orch(project, ["run", "exp.yaml"])
+        shown = f"exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
+        assert crash is None and "Traceback" not in out + err, shown
+        assert code == 2, shown
+        said = " ".join((out + err).split())
+        assert f"leads to {elsewhere}, outside the package folder {package.resolve()} (through a symlink)" in said, shown
+        assert snapshot(workdir) == before, shown
+        assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()} == outside
+    finally:
+        models.unlink()
+        shutil.move(elsewhere, models)
