@@ -3,6 +3,7 @@ like `..`, before anything on the host changes."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from test_bad_inputs import build, host, orch, snapshot  # noqa: F401 (host: the corpus's rehearsal host)
@@ -24,9 +25,32 @@ def test_a_patch_target_through_a_folder_link_out_of_the_package_is_refused(host
         assert crash is None and "Traceback" not in out + err, shown
         assert code == 2, shown
         said = " ".join((out + err).split())
-        assert f"leads to {elsewhere}, outside the package folder {package.resolve()} (through a symlink)" in said, shown
+        assert f"leads to {elsewhere}/llama_eagle3.py, outside the package folder {package.resolve()} (through a symlink)" in said, shown
         assert snapshot(workdir) == before, shown
         assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()} == outside
     finally:
         models.unlink()
         shutil.move(elsewhere, models)
+
+
+def test_a_patched_file_that_is_a_symlink_stays_one_after_the_run(host, tmp_path):
+    workdir, places = host
+    [package] = [p for p in workdir.rglob("sglang") if p.is_dir() and (p / "srt").is_dir()
+                 and "__pycache__" not in p.parts]
+    models = package / "srt" / "models"
+    link, real = models / "llama_eagle3.py", models / "llama_eagle3_real.py"
+    link.rename(real)
+    link.symlink_to(real.name)
+    try:
+        project = build({"args": []}, tmp_path, places)
+        original = real.read_bytes()
+        code, out, err, crash = orch(project, ["run", "exp.yaml"])
+        shown = f"exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
+        assert crash is None and code == 0, shown
+        assert link.is_symlink() and link.readlink().as_posix() == real.name, shown
+        assert real.read_bytes() == original and not real.is_symlink()
+        record = json.loads(orch(project, ["show", "last", "--json"])[1])
+        assert [p["file"] for p in record["patches"]] == [str(real)], record["patches"]  # the link never replaced
+    finally:
+        link.unlink()
+        real.rename(link)

@@ -94,18 +94,18 @@ class HostSession:
                 f"{patch.where}: patch '{patch.name}': package '{package}' is not installed for "
                 f"{self.host.python} on {self.host.name}; set the host's `python:` or use an absolute path"
             )
-        target = "/".join([folder, *parts])
-        await self._inside_package(patch, folder, target)
-        return target
+        return await self._inside_package(patch, folder, "/".join([folder, *parts]))
 
-    async def _inside_package(self, patch: PatchDef, folder: str, target: str) -> None:
-        """A target whose folder leads out of the package through a folder symlink is refused like `..`:
-        orch patches the package it was told of, never a file elsewhere that a link reaches."""
-        parent = target.rsplit("/", 1)[0]
-        found = await self.conn.run(f"realpath -m -- {shell.quote(folder)} {shell.quote(parent)}")
+    async def _inside_package(self, patch: PatchDef, folder: str, target: str) -> str:
+        """The target with every symlink resolved, which must lie in the package: one reached through a
+        link out of it is refused like `..` (orch patches the package it was told of). A target that
+        is itself a link inside the package is patched where it points, so the link stays a link."""
+        found = await self.conn.run(f"realpath -m -- {shell.quote(folder)} {shell.quote(target)}")
         real = found.out.split("\n") if found.ok else []
-        if len(real) < 2 or real[1] == real[0] or real[1].startswith(real[0].rstrip("/") + "/"):
-            return
+        if len(real) < 2 or not real[1]:
+            return target  # no realpath there: the path as written
+        if real[1].startswith(real[0].rstrip("/") + "/"):
+            return real[1]
         raise PatchError(f"{patch.where}: patch '{patch.name}': `file: {patch.file}` on {self.host.name} leads to "
                          f"{real[1]}, outside the package folder {real[0]} (through a symlink); patch the file where "
                          f"it lies with an absolute path, or remove the link")
