@@ -166,7 +166,10 @@ def test_a_failure_after_the_patch_is_undone_by_revert_and_the_record_goes():
     assert not any(p.startswith("/home/orch/.orch/journal/run1/") for p in fake.files)
     after = fake.calls[applied:]
     reads = [c.target for c in after if c.op == "read_file"]
-    assert reads[:2] == [TARGET, "/home/orch/.orch/journal/run1/001.orig"]  # hash checked before restoring
+    # the original kept beside the file is hash-checked first, to be renamed back (no new space needed);
+    # the fake runs no shell rename, so the file is not back and the journal's copy is written instead
+    assert reads[:2] == [TARGET, "/srv/engine/models/.draft.py.orch-original-run1-001"]
+    assert "/home/orch/.orch/journal/run1/001.orig" in reads
     assert [c.target for c in after if c.op == "write_file"] == [TARGET]
 
 

