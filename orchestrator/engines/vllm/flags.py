@@ -153,6 +153,18 @@ def _is_bool(annotation: str) -> bool:
 def command_words(script: str) -> list[tuple[str, int]]:
     """(word, script line) of each argument after the vLLM entrypoint in the script's first server
     command (continuation lines joined)."""
+    found = _server_command(script)
+    return found[0] if found else []
+
+
+def entrypoint(script: str) -> tuple[str, ...] | None:
+    """Which of ENTRYPOINTS the script's vLLM command starts through (None: no vLLM command)."""
+    found = _server_command(script)
+    return found[1] if found else None
+
+
+def _server_command(script: str) -> tuple[list[tuple[str, int]], tuple[str, ...]] | None:
+    """The script's first vLLM server command: the words after its entrypoint, and the entrypoint."""
     lines = script.split("\n")
     start = 0
     while start < len(lines):
@@ -160,11 +172,11 @@ def command_words(script: str) -> list[tuple[str, int]]:
         while end < len(lines) - 1 and lines[end].rstrip().endswith("\\"):
             end += 1
         words = _words(lines, start, end)
-        at = _after_entrypoint([w for w, _ in words])
-        if at is not None:
-            return words[at:]
+        found = _entrypoint_in([w for w, _ in words])
+        if found is not None:
+            return words[found[0]:], found[1]
         start = end + 1
-    return []
+    return None
 
 
 def _words(lines: list[str], start: int, end: int) -> list[tuple[str, int]]:
@@ -179,25 +191,15 @@ def _words(lines: list[str], start: int, end: int) -> list[tuple[str, int]]:
     return out
 
 
-def entrypoint(script: str) -> tuple[str, ...] | None:
-    """Which of ENTRYPOINTS the script's vLLM command starts through (None: no vLLM command)."""
-    lines = script.split("\n")
-    for start in range(len(lines)):
-        words = [w for w, _ in _words(lines, start, start)]
-        at = _after_entrypoint(words)
-        if at is not None:
-            return next(e for e in ENTRYPOINTS if tuple(words[at - len(e):at])[1:] == e[1:])
-    return None
-
-
-def _after_entrypoint(words: list[str]) -> int | None:
+def _entrypoint_in(words: list[str]) -> tuple[int, tuple[str, ...]] | None:
+    """Where the arguments start after the first of ENTRYPOINTS among `words`, and which it is."""
     for n in range(len(words)):
         for entry in ENTRYPOINTS:
             found = list(words[n:n + len(entry)])
             if found and entry[0] == "vllm":
                 found[0] = found[0].rsplit("/", 1)[-1]  # the console script, maybe by its full path
             if tuple(found) == entry:
-                return n + len(entry)
+                return n + len(entry), entry
     return None
 
 
