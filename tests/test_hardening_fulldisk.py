@@ -17,37 +17,18 @@ from pathlib import Path
 
 import pytest
 
+import rehearsal_spec
 from conftest import ROOT, free_port
 
 PATCHED = "rehearsal/sglang/srt/models/llama_eagle3.py"  # under the workdir: on the small disk
 
-SPEC = """\
-name: fulldisk
-hosts: [local]
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
-  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
-  tp_size: 2
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: true
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  port: PORT
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-  ORCH_REHEARSAL_LOAD_SECONDS: "@LOAD@"
+PATCH = """\
 patches:
   debug-hidden-states:
     file: sglang:srt/models/llama_eagle3.py
     find: "hidden_states = forward_batch.spec_info.hidden_states"
     insert_after: |
       print(f"[EAGLE3-DEBUG] shape={hidden_states.shape}", flush=True)
-workload: {requests: 2, max_new_tokens: 8, concurrency: 2}
-ready_timeout: 60
 """
 
 
@@ -93,7 +74,7 @@ def orch(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def experiment(project: Path, load: float = 0) -> Path:
     spec = project / "experiments" / "fulldisk.yaml"
-    spec.write_text(SPEC.replace("PORT", str(free_port())).replace("@LOAD@", str(load)))
+    spec.write_text(rehearsal_spec.sglang("fulldisk", free_port(), load, PATCH))
     return spec
 
 

@@ -14,30 +14,9 @@ import sys
 import threading
 from pathlib import Path
 
+import rehearsal_spec
 from conftest import ROOT, free_port
 
-SPEC = """\
-name: portrace
-hosts: [local]
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
-  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
-  tp_size: 2
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: true
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  port: PORT
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-  ORCH_REHEARSAL_LOAD_SECONDS: "1"
-workload: {requests: 2, max_new_tokens: 8, concurrency: 2}
-ready_timeout: 60
-"""
 
 
 class Squatter:
@@ -75,7 +54,7 @@ class Squatter:
 def run_with_squatter(project: Path, ports: int) -> tuple[subprocess.CompletedProcess[str], dict, list[int], int]:
     port = free_port()
     spec = project / "experiments" / "portrace.yaml"
-    spec.write_text(SPEC.replace("PORT", str(port)))
+    spec.write_text(rehearsal_spec.sglang("portrace", port))
     env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "PYTHONPATH": str(ROOT),
            "ORCH_INVENTORY": str(project / "inventory.yaml")}
 
