@@ -89,10 +89,10 @@ def _unfinished(store: Store, experiment: str, plans: list[specs.RunPlan]) -> li
 
 @app.command()
 def render(
-    spec_path: Path = typer.Argument(..., metavar="SPEC"),
-    hosts: Optional[str] = typer.Option(None, "--hosts"),
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
-    variants: list[str] = typer.Option([], "--variant"),
+    variants: list[str] = typer.Option([], "--variant", help="Render only these variants (repeatable)."),
 ) -> None:
     """Print the launch script each run would use, without touching any host."""
     from orchestrator.run import execute
