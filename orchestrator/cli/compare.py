@@ -57,11 +57,12 @@ def view(run: dict[str, Any]) -> dict[str, Any]:
 
 @app.command("compare")
 def compare_command(
-    experiment: str = typer.Argument(..., metavar="EXPERIMENT"),
+    experiment: str = typer.Argument(..., metavar="EXPERIMENT", help="The experiment's name, as `orch ls` shows it."),
     where: list[str] = typer.Option([], "--where", help=WHERE_HELP),
     by: str = typer.Option("accept_len", "--by", help="The metric that ranks configurations (lower-is-better for durations)."),
-    as_json: bool = typer.Option(False, "--json"),
-    as_csv: bool = typer.Option(False, "--csv"),
+    as_json: bool = typer.Option(False, "--json", help="Every row's params, variants, patches, run ids and per "
+                                 "metric n/median/min/max."),
+    as_csv: bool = typer.Option(False, "--csv", help="A row per configuration, METRIC_median/_min/_max columns."),
     metrics: str = typer.Option("", "--metrics", help="The table's metric columns, comma-separated, or `all` "
                                 "(default: the headline ones; --json and --csv carry every metric)."),
 ) -> None:
