@@ -73,7 +73,7 @@ def _on_hosts(hosts: list[inventories.Host], work: Callable[[Held], Awaitable[T]
 @app.command()
 def patches(
     host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Each host's patched files, their states and runs, as JSON."),
 ) -> None:
     """What orch has applied (or left drifted) on each host's files, and by which run."""
     chosen = _chosen(host)
@@ -159,7 +159,7 @@ def hosts_check(
     port: int = typer.Option(30000, "--port", min=1, max=65535,
                              help="Report whether this port is already listening on each host."),
     timeout: float = typer.Option(10.0, "--timeout", help="Seconds to wait for each host's SSH handshake."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Every host's facts as JSON (each engine's under `packages`)."),
 ) -> None:
     """Reachability, round-trip time, OS, Python, each engine's package, GPUs, free disk and port per host (one
     round trip each)."""
