@@ -21,7 +21,8 @@ def check(
     hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Check only these variants (repeatable)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="The findings of each group of runs (severity, code, "
+                                 "allowed), as JSON."),
 ) -> None:
     """EAGLE-3 checkpoint checks for every run the experiment would make; exit 2 on any error."""
     from orchestrator.run import check as checks
