@@ -12,16 +12,19 @@ from orchestrator.errors import SpecError
 from . import _reader, app, dumps, settings
 from .compare import WHERE_HELP, emit, parse_where
 
+RUN_HELP = "A run: its id (12), a unique prefix of its uid, `last` or `last~N`."
+
 
 @app.command("ls")
 def list_runs(
-    experiment: Optional[str] = typer.Option(None, "--experiment", "-e"),
-    status: Optional[str] = typer.Option(None, "--status"),
+    experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Only runs of this experiment."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status: running, succeeded, "
+                                         "failed or interrupted."),
     host: Optional[str] = typer.Option(None, "--host", help="Only runs on this host."),
     where: list[str] = typer.Option([], "--where", help=WHERE_HELP),
     sort: Optional[str] = typer.Option(None, "--sort", metavar="METRIC",
                                        help="Best first by this metric (durations ascending, the rest descending)."),
-    limit: int = typer.Option(50, "--limit", "-n"),
+    limit: int = typer.Option(50, "--limit", "-n", help="How many runs: the newest N (with --sort, the N best)."),
     as_json: bool = typer.Option(False, "--json", help="With each run's params and metrics."),
     as_csv: bool = typer.Option(False, "--csv", help="A column per param and per metric."),
     mine: bool = typer.Option(False, "--mine", help="Only runs this user made (a team database holds everyone's)."),
@@ -48,7 +51,8 @@ def list_runs(
 
 
 @app.command()
-def show(run_ref: str = typer.Argument(..., metavar="RUN"), as_json: bool = typer.Option(False, "--json"),
+def show(run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+         as_json: bool = typer.Option(False, "--json", help="The whole record as JSON."),
          requests: bool = typer.Option(False, "--requests", help="The workload's requests, one row each.")) -> None:
     """Everything recorded about one run (id, uid prefix, `last` or `last~N`)."""
     from orchestrator.store import reading
@@ -65,10 +69,11 @@ def show(run_ref: str = typer.Argument(..., metavar="RUN"), as_json: bool = type
 
 @app.command()
 def diff(
-    run_a: str = typer.Argument("last~1", metavar="RUN_A"),
-    run_b: str = typer.Argument("last", metavar="RUN_B"),
+    run_a: str = typer.Argument("last~1", metavar="RUN_A", help="The first run, or an experiment's name with --vs."),
+    run_b: str = typer.Argument("last", metavar="RUN_B", help="The second run."),
     everything: bool = typer.Option(False, "--all", help="Also show params and debug fields that are equal."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="params, env, metrics (a, b, delta), patches, debug lines "
+                                 "and command, as JSON."),
     where: list[str] = typer.Option([], "--where", help="With --vs: side A's conditions, key=value (params or variant)."),
     vs: list[str] = typer.Option([], "--vs", help="Side B: side A's conditions with these changed, key=value."),
 ) -> None:
@@ -125,7 +130,7 @@ SERIES_KINDS = ("decode", "prefill", "requests")
 
 @app.command()
 def series(
-    run_ref: str = typer.Argument(..., metavar="RUN"),
+    run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
     kind: str = typer.Option("decode", "--kind", help="decode or prefill: which log lines' series; requests: the "
                                                       "workload's requests over the run."),
     as_csv: bool = typer.Option(False, "--csv", help="Comma-separated values, for a spreadsheet or a plot."),
@@ -153,7 +158,7 @@ def series(
 
 @app.command()
 def logs(
-    run_ref: str = typer.Argument(..., metavar="RUN"),
+    run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
     follow: bool = typer.Option(False, "--follow", "-f", help="Follow the live log of a running run."),
     debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
     node: int = typer.Option(0, "--node", help="A run over several hosts: the log of this node rank (0: rank 0's)."),
