@@ -142,6 +142,11 @@ def _until_option(texts: Iterable[str]) -> Iterable[str]:
         yield text
 
 
+def expanded(words: Words, env: Mapping[str, str]) -> list[tuple[str, int]]:
+    """The words with each `$NAME` / `${NAME}` word read from `env`, as the shell expands it."""
+    return [(_expanded(w, env), line) for w, line in words]
+
+
 def _expanded(word: str, env: Mapping[str, str]) -> str:
     found = _ENV_REF.match(word)
     if found is None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.engines import command
 
-from . import source
+from . import jsonargs, source
 
 # globs relative to the package folder; FrontendArgs and make_arg_parser live in
 # entrypoints/openai/cli_args.py (0.10.1.1), entrypoints/common/cli_args.py (0.33.0) and
@@ -207,7 +207,7 @@ def check(script: str, flags: FlagSet) -> list[Problem]:
     """Every flag of the script's vLLM command that this vLLM would reject, and every problem of
     its --speculative-config JSON."""
     problems: list[Problem] = []
-    words = command_words(script)
+    words = jsonargs.folded(command_words(script))  # `--speculative-config.method X` as the JSON vLLM makes of it
     for i, (word, line) in enumerate(words):
         if not word.startswith("-") or word == "--" or _is_number(word):
             continue
@@ -289,10 +289,12 @@ def command_of(script: str, env: dict[str, str] | None = None) -> command.Comman
     """The vLLM command's options by destination, as FlexibleArgumentParser reads them
     (`--max_model_len` is `--max-model-len`, `--no-X` sets X False); `vllm serve MODEL` gives
     `model` from its positional. The flag set holds no arity, so an option followed by another
-    option is a switch (vLLM's bools are BooleanOptionalAction: `--X` alone)."""
-    words = command_words(script)
+    option is a switch (vLLM's bools are BooleanOptionalAction: `--X` alone). The dotted form of a
+    JSON flag (`--speculative-config.method eagle3`) is folded into its JSON as vLLM does (`jsonargs.py`)."""
+    exported = command.exported(script, env)
+    words = jsonargs.folded(command.expanded(command_words(script), exported))
     found = command.parse(words, command.guessed([(w.split(".", 1)[0] if w.startswith("--") else w, n)
-                                                   for w, n in words]), command.exported(script, env))
+                                                   for w, n in words]), exported)
     args = {_dest_of(dest): arg for dest, arg in found.args.items()}
     if "model" not in args and found.positionals and entrypoint(script) != ENTRYPOINTS[0]:
         args["model"] = command.Arg("model", found.positionals[0], "MODEL", words[0][1] if words else None)

@@ -4,6 +4,7 @@ the engine's, as `make_arg_parser` builds them in vLLM."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from dataclasses import dataclass, fields
@@ -47,8 +48,38 @@ class FlexibleArgumentParser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
-        fixed = [re.sub(r"^--[^=]+", lambda m: m.group(0).replace("_", "-"), a) if a.startswith("--") else a for a in args]
-        return super().parse_args(fixed, namespace)
+        fixed = [re.sub(r"^--[^=.]+", lambda m: m.group(0).replace("_", "-"), a) if a.startswith("--") else a for a in args]
+        return super().parse_args(_dotted_as_json(fixed), namespace)
+
+
+def _dotted_as_json(args: list[str]) -> list[str]:
+    """`--json-arg.key value` (or `=value`): the keys of one flag merged into one dict, put back at the
+    end as `--json-arg JSON`, so it wins over a whole `--json-arg '{...}'` (vLLM's parse_args)."""
+    kept, merged, i = [], {}, 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        flag, eq, text = arg.partition("=")
+        if not (flag.startswith("--") and "." in flag):
+            kept.append(arg)
+            continue
+        if not eq and i < len(args):
+            text, i = args[i], i + 1
+        key, *keys = flag.split(".")
+        if keys[-1].endswith("+"):
+            keys[-1], value = keys[-1][:-1], text.split(",")
+        else:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = text
+        into = merged.setdefault(key, {})
+        for name in keys[:-1]:
+            into = into.setdefault(name, {})
+        into[keys[-1]] = into[keys[-1]] + value if isinstance(value, list) and isinstance(into.get(keys[-1]), list) else value
+    for key, value in merged.items():
+        kept += [key, json.dumps(value)]
+    return kept
 
 
 def make_arg_parser(parser):
