@@ -166,6 +166,8 @@ async def push_for_run(checkpoints: tuple[CheckpointDef, ...], conn: Connection,
         except (FileNotFoundError, safetensors.FormatError) as exc:
             raise SpecError(f"{checkpoint.where}: checkpoint '{checkpoint.name}': {exc}") from None
         bar = progress(checkpoint.name) if progress else None
-        result = await push.push(conn, prepared.folder, dests[checkpoint.name], progress=bar)
+        # a transformed copy's files take their modes from the user's folder, whatever the cache holds
+        result = await push.push(conn, prepared.folder, dests[checkpoint.name], progress=bar,
+                                 modes_from=checkpoint.src if prepared.folder != checkpoint.src else None)
         done.append((prepared, result))
     return done

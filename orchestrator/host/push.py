@@ -4,6 +4,9 @@ temporary name that is renamed when complete, several at once; an interrupted pu
 Manifests (relative path, size, sha256) are cached by (size, mtime) on both sides, so an
 unchanged re-push hashes nothing: locally under the cache folder, on the host in
 `<dest>/.orch-manifest.json`.
+
+Each file keeps its mode bits on the host (`filemodes.py`); a link is pushed as what it points to,
+its bytes and its mode.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from orchestrator.core import shell
 from orchestrator.errors import SpecError
 from orchestrator.remote import Connection
 from orchestrator.remote.base import command_failed
+from . import filemodes
 
 HOST_MANIFEST = ".orch-manifest.json"
 PART_SUFFIX = ".orch-part"
@@ -36,6 +40,7 @@ class Entry:
     path: str  # relative, POSIX
     size: int
     sha256: str
+    mode: int = 0o644  # permission bits; not part of the digest: a chmod is not another checkpoint
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class PushResult:
     sent_bytes: int
     resumed_bytes: int  # bytes of partial files from an interrupted push that did not move again
     seconds: float
+    modes_set: int = 0  # files whose mode on the host was set to the local one (sent or not)
 
 
 def cache_root() -> Path:
@@ -113,7 +119,7 @@ def local_manifest(folder: Path, cache: Path | None = None) -> Manifest:
             cached = known.get(rel)
             sha = cached[2] if cached and cached[:2] == stamp else file_sha256(path)
             fresh[rel] = [*stamp, sha]
-            entries.append(Entry(rel, st.st_size, sha))
+            entries.append(Entry(rel, st.st_size, sha, st.st_mode & filemodes.PERMISSIONS))
     if fresh != known:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
@@ -137,8 +143,11 @@ def check_link(folder: Path, path: Path, folder_link: bool = False) -> None:
 
 
 async def push(conn: Connection, folder: Path, dest: str, *, cache: Path | None = None,
-               progress: Progress | None = None, files_at_once: int = FILES_AT_ONCE) -> PushResult:
-    """Make `dest` on the host hold `folder`'s files (files only there are left alone)."""
+               progress: Progress | None = None, files_at_once: int = FILES_AT_ONCE,
+               modes_from: Path | None = None) -> PushResult:
+    """Make `dest` on the host hold `folder`'s files with their modes (files only there are left
+    alone). `modes_from`: the folder whose files' modes they get where it has the same path (a
+    transformed copy's source: the user's chmod, not the cache's copy, says what a file's mode is)."""
     started = time.monotonic()
     manifest = await asyncio.to_thread(local_manifest, folder, cache)
     dest = _absolute(dest, conn.home)
@@ -164,10 +173,24 @@ async def push(conn: Connection, folder: Path, dest: str, *, cache: Path | None 
     finally:
         if progress:
             progress("end", 0)
+    modes = await asyncio.to_thread(_modes, manifest, modes_from)
+    modes_set = await filemodes.ensure(conn, dest, modes, ("*" + PART_SUFFIX, HOST_MANIFEST))
     await _save_host_manifest(conn, dest, manifest, have, todo)
     resumed = sum(offsets.values())
     return PushResult(dest, manifest.digest, len(manifest.entries), manifest.total_bytes, len(todo),
-                      sum(e.size for e in todo) - resumed, resumed, time.monotonic() - started)
+                      sum(e.size for e in todo) - resumed, resumed, time.monotonic() - started, modes_set)
+
+
+def _modes(manifest: Manifest, modes_from: Path | None) -> dict[str, int]:
+    """relative path -> the mode its file gets on the host."""
+    modes = {e.path: e.mode for e in manifest.entries}
+    if modes_from is not None:
+        for rel in modes:
+            try:
+                modes[rel] = (modes_from / rel).stat().st_mode & filemodes.PERMISSIONS
+            except OSError:
+                pass  # a file the transforms made: its own mode
+    return modes
 
 
 def _absolute(path: str, home: str) -> str:
