@@ -51,6 +51,9 @@ def test_draft_tokens_the_engine_rewrote_are_recorded_as_it_ran(project, demo, n
     [event] = [e for e in record["events"] if e["kind"] == "param-adjusted"]
     assert "asked 8" in event["message"] and "ran 4" in event["message"] and ADJUSTED_LINE in event["message"]
     assert "param adjusted by the engine" in done.stdout + done.stderr
+    [listed] = json.loads(orch(project, "ls", "--json").stdout)  # the listing carries what ran too
+    assert listed["params"]["speculative_num_draft_tokens"] == 8
+    assert listed["effective_params"]["speculative_num_draft_tokens"] == 4
 
 
 def test_a_value_the_engine_kept_is_no_adjustment(project, demo):

@@ -26,7 +26,8 @@ def fill(store: Store) -> None:
                   status="succeeded" if n != 1 else "failed", repeat=n, params={"steps": 3 + n, "name": "m", "x": None},
                   env={"A": "1"}, command="#!/bin/sh\necho 100%", flags=["slow"] if n else [],
                   diagnosis={"signature": "s", "lines": [1, 2]} if n == 1 else None, error="boom" if n == 1 else None,
-                  controller="box:1", spec={"name": "sweep"}, server_run_id=1)
+                  controller="box:1", spec={"name": "sweep"}, server_run_id=1,
+                  effective_params={"speculative_num_draft_tokens": 4, "cfg": {"m": None}} if n == 0 else None)
         store.add(run)
         store.add(MetricRow(run_id=run.id, name="accept_len", value=2.0 + n, source="meta_info"),
                   MetricRow(run_id=run.id, name="accept_len", value=None, source="decode_log", note="no lines"),
@@ -184,7 +185,9 @@ def test_ls_json_writes_params_as_stored_or_decoded_alike(url):
     metrics = queries.run_metrics(reader, [r.id for r in store.runs()])
     expected = [{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
                  "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at,
-                 "ended_at": r.ended_at, "params": r.params, "metrics": metrics[r.id]} for r in store.runs()]
+                 "ended_at": r.ended_at, "params": r.params, "effective_params": r.effective_params,
+                 "metrics": metrics[r.id]} for r in store.runs()]
+    assert expected[0]["effective_params"] == {"speculative_num_draft_tokens": 4, "cfg": {"m": None}}
     for decode in (True, False):
         text = listing.json_text(queries.listed_runs(reader, decode=decode), metrics)
         assert json.loads(text) == expected and len(text.splitlines()) == len(expected) + 2  # a run a line
@@ -198,12 +201,12 @@ def test_ls_json_lines_are_the_encoders_text_of_any_value():
 
     compact = json.JSONEncoder(default=str, separators=(",", ":")).encode
     run = queries.Listed(7, "ü-7", "e\"x", "v", "h", "failed", None, ["slow", "ü"], {"p": 1.5, "q": [1, None]},
-                         "2026-12-01T00:00:00", None)
+                         "2026-12-01T00:00:00", None, {"k": 1.5, "ü": [None]})
     metrics = {"a": float("nan"), "b": float("inf"), "c": -float("inf"), "ü": 0.1 + 0.2, "d": None, "e": 3, "f": 1e22,
                "g": -0.0}
     whole = {"id": 7, "uid": "ü-7", "experiment": "e\"x", "variant": "v", "host": "h", "status": "failed", "user": None,
              "flags": ["slow", "ü"], "started_at": "2026-12-01T00:00:00", "ended_at": None,
-             "params": {"p": 1.5, "q": [1, None]}, "metrics": metrics}
+             "params": {"p": 1.5, "q": [1, None]}, "effective_params": {"k": 1.5, "ü": [None]}, "metrics": metrics}
     assert listing.json_text([run], {7: metrics}) == "[\n" + compact(whole) + "\n]\n"
     assert listing.json_text([run], {}) == "[\n" + compact({**whole, "metrics": {}}) + "\n]\n"
 

@@ -63,7 +63,7 @@ def _view(r: Any) -> dict[str, Any]:
 
 
 def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]] | None) -> str:
-    """The listing as a JSON array of runs (identity, params, metrics), one run a line in compact
+    """The listing as a JSON array of runs (identity, params, effective params, metrics), one run a line in compact
     form: each run stays one greppable line, and 100,000 runs print in a third of the time of
     indented JSON. Params held as JSON text (listed_runs without decode) are written as stored;
     `metrics` None: each run's stored metrics text (listed_runs with metrics_text). Each line is
@@ -75,11 +75,12 @@ def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]] | None) -> str
     text = encode_basestring_ascii  # the columns the schema holds NOT NULL text
     for r in rows:
         params = r.params if isinstance(r.params, str) else _compact(r.params)
+        ran = r.effective_params if isinstance(r.effective_params, str) else _value(r.effective_params)
         measured = (r.metrics_json or "{}") if metrics is None else _object(metrics.get(r.id))
         lines.append(f'{{"id":{r.id},"uid":{text(r.uid)},"experiment":{text(r.experiment)},'
                      f'"variant":{text(r.variant)},"host":{text(r.host)},"status":{text(r.status)},'
                      f'"user":{_value(r.username)},"flags":{_value(r.flags)},"started_at":{text(r.started_at)},'
-                     f'"ended_at":{_value(r.ended_at)},"params":{params},"metrics":{measured}}}')
+                     f'"ended_at":{_value(r.ended_at)},"params":{params},"effective_params":{ran},"metrics":{measured}}}')
     return "[\n" + ",\n".join(lines) + "\n]\n"
 
 

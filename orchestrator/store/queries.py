@@ -16,10 +16,9 @@ __all__ = ["CHUNK", "LISTED", "comparable_runs", "experiments", "hosts", "listed
            "run_metrics", "run_patches", "status_counts"]
 
 LISTED = ("id", "uid", "experiment", "variant", "host", "status", "username", "flags", "params", "started_at",
-          "ended_at")
-Listed = namedtuple("Listed", LISTED)  # type: ignore[misc]  # a listed run, with the Run's attribute names
+          "ended_at", "effective_params")  # the last: what the engine ran with (None: not read from its log)
+Listed = namedtuple("Listed", LISTED, defaults=(None,))  # type: ignore[misc]  # a listed run, with the Run's attribute names
 ListedText = namedtuple("ListedText", (*LISTED, "metrics_json"))  # type: ignore[misc]  # and its metrics text
-ListedRan = namedtuple("ListedRan", (*LISTED, "effective_params"))  # type: ignore[misc]  # and what the engine ran
 
 
 def experiments(source: Any) -> list[str]:
@@ -100,10 +99,11 @@ def run_patches(source: Any, run_ids: list[int]) -> dict[int, list[tuple[str, st
 
 # A listed run's identity as `orch ls --json` writes it, made by SQLite (its json_object): the keys
 # of cli/listing.py's lines in their order; then the rest of its line after the identity's last
-# field: params as stored, metrics as their stored text (store/metricjson.py; NULL: no metrics)
+# field: params and effective params as stored, metrics as their stored text (store/metricjson.py; NULL: no metrics)
 HEAD = ("json_object('id', id, 'uid', uid, 'experiment', experiment, 'variant', variant, 'host', host, 'status', "
         "status, 'user', username, 'flags', json(flags), 'started_at', started_at, 'ended_at', ended_at)")
-TAIL = """',"params":' || coalesce(params, 'null') || ',"metrics":' || coalesce(metrics_json, '{}') || '}'"""
+TAIL = """',"params":' || coalesce(params, 'null') || ',"effective_params":' || coalesce(effective_params, 'null')
+          || ',"metrics":' || coalesce(metrics_json, '{}') || '}'"""
 
 
 def listed_lines(source: Any, experiment: str | None = None, status: str | None = None, host: str | None = None,
@@ -139,17 +139,17 @@ def listed_runs(source: Any, experiment: str | None = None, status: str | None =
     Without `decode`, params stay as the database gives them: JSON text from SQLite, for output
     that writes them as JSON (decoding 100,000 runs' params costs a second). `metrics_text`: each
     with its stored metrics text too (`metrics_json`), for output that writes the metrics as JSON;
-    `effective`: with the engine's effective params (decoded), which `--where` matches."""
-    shape = ListedRan if effective else ListedText if metrics_text else Listed
+    `effective`: the engine's effective params decoded even without `decode` (`--where` matches them)."""
+    shape = ListedText if metrics_text else Listed
     found = of(source).rows(*_listing(columns(shape._fields), experiment, status, host, user, limit))
-    flags, params = LISTED.index("flags"), LISTED.index("params")
+    flags, params, ran = LISTED.index("flags"), LISTED.index("params"), LISTED.index("effective_params")
     rows = []
     for row in reversed(found):
         values = list(row)
         values[flags] = [] if values[flags] == "[]" else decoded("flags", values[flags])  # most runs have none
         if decode:
             values[params] = decoded("params", values[params])
-        if effective:
-            values[-1] = decoded("effective_params", values[-1])
+        if decode or effective:
+            values[ran] = decoded("effective_params", values[ran])
         rows.append(shape(*values))
     return rows
