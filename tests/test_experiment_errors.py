@@ -73,3 +73,16 @@ def test_an_unknown_preflight_code_is_one_line_before_any_host(project, demo):
     assert "unknown preflight code 'algorithm-not-eagle'" in line and "did you mean algorithm-not-eagle3?" in line
     assert line.startswith("error: ") and "eagle_debug.yaml:" in line
     assert runs(project) == [] and not (project / "host").exists()  # no host was touched
+
+
+def test_a_dry_run_reports_a_bad_anchor_once_for_the_experiment(project, demo):
+    demo.write_text(demo.read_text().replace(ANCHOR, 'find: "this text is in no file"') + SWEEP)
+    before = installed(project)
+    done = orch(project, "run", str(demo), "--variant", "fixed", "--dry-run")
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    [line] = error_lines(done)  # once, not once per plan
+    assert "launch_server" not in said  # stopped before any plan's script was shown, as a run stops
+    assert "0 times" in line and "debug-hidden-states" in line, said
+    assert runs(project) == []
+    assert snapshot(project / "host" / "rehearsal" / "sglang") == before

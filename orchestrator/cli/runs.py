@@ -65,11 +65,10 @@ def run(
         # nothing else: its error, once per host, on a line of its own below the table
         for error in dict.fromkeys(o.error for o in outcomes if o.run_id is None and o.error):
             ui.error(error)
-    else:  # no runs, so no table: each error on its own line
+    else:  # no runs, so no table: each error on its own line, once (the experiment's own error is every plan's)
         ui.progress_done()
-        for o in outcomes:
-            if o.error:
-                ui.error(o.error)
+        for error in dict.fromkeys(o.error for o in outcomes if o.error):
+            ui.error(error)
     raise typer.Exit(max((o.exit_code for o in outcomes), default=EXIT_OK, key=_severity))
 
 

@@ -56,12 +56,12 @@ async def run_all(
     team = gang.Gang(spread, gang.sized(hosts, plans)) if spread else None
 
     async def worker(held: Held) -> list[tuple[int, Outcome]]:
-        if not dry_run:  # a dry run reports each plan's error as its outcome, and records nothing anyway
-            mine = [e.plan for e in queue.pending if able(held.session.host, e.plan)]
-            problem = await owncheck.first_error(spec, mine, held.session)
-            if problem is not None:
-                await queue.stop(problem)
-                return []
+        # the experiment's own errors once per host, before any plan (a dry run too: it only reads)
+        mine = [e.plan for e in queue.pending if able(held.session.host, e.plan)]
+        problem = await owncheck.first_error(spec, mine, held.session)
+        if problem is not None:
+            await queue.stop(problem)
+            return []
         done = await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
         if team is not None:  # no single-host plan left for it: the host joins the gang
             spread_run = (functools.partial(_spread_dry_run, spec, reporter) if dry_run
