@@ -32,11 +32,13 @@ def revert(
 
     chosen = _chosen(host)
 
-    async def one(held: Held) -> list[PatchRecord]:  # the lifecycle's recovery is the revert, never under a live run
+    async def one(held: Held) -> list[tuple[PatchRecord, bool]]:  # the lifecycle's recovery is the revert
         assert held.recovery is not None  # a Locking was given: the host was recovered
         for uid in held.recovery.interrupted:
             ui.progress(held.session.host.name, f"run {uid} marked interrupted: its controller died")
-        return list(held.recovery.reverted)
+        # (record, is a baseline): a file changed since a revert left it is said too; --force restored it
+        found = [(r, False) for r in held.recovery.reverted] + [(r, True) for r in held.recovery.restored]
+        return found if force else found + await _changed_since_revert(held)
 
     code = EXIT_OK
     for name, result in _on_hosts(chosen, one, Locking("revert", _store(), force=force)).items():
@@ -46,13 +48,24 @@ def revert(
         elif not result:
             ui.progress(name, "nothing to revert")
         else:
-            for r in result:
+            for r, baseline in result:
                 ui.progress(name, f"{r.state}: {r.file} ({r.name}, run {r.run})")
                 if r.state == "drifted":
                     code = max(code, EXIT_RUN_FAILED)
-                    ui.progress(name, f"  changed since it was patched; original kept at {r.backup}; "
-                                      f"`orch revert --host {name} --force` restores it")
+                    kept = "orch's revert left it" if baseline else f"it was patched; original kept at {r.backup}"
+                    ui.progress(name, f"  changed since {kept}; `orch revert --host {name} --force` restores it")
     raise typer.Exit(code)
+
+
+async def _changed_since_revert(held: Held) -> list[tuple[PatchRecord, bool]]:
+    """Each file that differs from what orch's last revert left it with (`host/drift.py`), as drifted."""
+    import dataclasses
+
+    from orchestrator.host import drift
+
+    journal = held.session.journal
+    found = await drift.find(held.session, [b.file for b in await journal.baseline_records()])
+    return [(dataclasses.replace(d.records[0], state="drifted"), True) for d in found if d.baseline]
 
 
 def _chosen(names: Optional[str]) -> list[inventories.Host]:

@@ -32,6 +32,8 @@ def run(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the checkpoint checks (recorded with each run)."),
     allow_busy_gpus: bool = typer.Option(False, "--allow-busy-gpus",
                                          help="Run even where another process holds the run's GPUs (recorded with each run)."),
+    accept_drift: bool = typer.Option(False, "--accept-drift", help="Patch a file changed by hand since orch left it "
+                                      "as it is now (the change recorded with the run) instead of stopping."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
     from orchestrator.run import execute, sweep
@@ -41,6 +43,8 @@ def run(
         spec = dataclasses.replace(spec, preflight=False)
     if allow_busy_gpus:
         spec = dataclasses.replace(spec, allow_busy_gpus=True)
+    if accept_drift:
+        spec = dataclasses.replace(spec, accept_drift=True)
     plans = plankey.fingerprinted(spec, plans)
     store = _store()
     if resume:

@@ -12,10 +12,16 @@ Order of acts when patching one file (each step durable before the next):
 A crash between any two steps leaves a record that `revert` can finish: the file's hash is
 either the "before" hash (nothing to undo) or the "after" hash (restore the saved bytes). A
 crash before step 2 leaves at most a saved original without a record, which `sweep` removes.
+
+A revert that put a file back keeps what it left as the file's *baseline* (`<workdir>/baselines/`:
+the last record of that file and its original, moved there by two renames, so a full disk does not
+stop it): the bytes orch left the file with. A file that differs from its baseline was changed by
+hand since (`drift.py`): the next run does not patch on top of it unasked.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
 
@@ -55,6 +61,7 @@ class Journal:
     def __init__(self, conn: Connection, workdir: str):
         self.conn = conn
         self.root = f"{workdir.rstrip('/')}/journal"
+        self.baselines = f"{workdir.rstrip('/')}/baselines"  # what each revert left (module docstring)
         self._made: set[str] = set()  # the runs' journal folders made by this session
 
     def _dir(self, run: str) -> str:
@@ -135,6 +142,10 @@ class Journal:
                 current.append(replace(record, state=APPLIED if digest == record.sha256_after else PENDING))
         return current
 
+    async def digest(self, file: str) -> str | None:
+        """The sha256 of the file on the host now; None when it does not exist."""
+        return await self._digest(file)
+
     async def _digest(self, file: str) -> str | None:
         try:
             return patching.sha256(await self.conn.read_file(file))
@@ -197,6 +208,12 @@ class Journal:
         await self.conn.write_file(f"{self._dir(record.run)}/{record.seq:03d}.json", data, mode=0o600)
 
     async def _forget(self, record: PatchRecord) -> None:
+        """The record gone once its file holds `sha256_before` again, kept as the file's baseline."""
+        await self._keep_baseline(record)
+        await self.retire(record)
+
+    async def retire(self, record: PatchRecord) -> None:
+        """The record, its saved original and its kept copy removed (no baseline kept)."""
         base = f"{self._dir(record.run)}/{record.seq:03d}"
         kept = [record.restore] if record.restore else []
         self._made.discard(self._dir(record.run))
@@ -204,3 +221,31 @@ class Journal:
             shell.remove_files(f"{base}.json", f"{base}.orig", *kept) + "; " + shell.remove_empty_dir(self._dir(record.run)),
             idempotent=True,
         )
+
+    def baseline_paths(self, file: str) -> tuple[str, str]:
+        """Where the baseline of `file` is kept: its record and its bytes."""
+        key = f"{self.baselines}/{hashlib.sha256(file.encode()).hexdigest()[:24]}"
+        return f"{key}.json", f"{key}.orig"
+
+    async def _keep_baseline(self, record: PatchRecord) -> None:
+        """The record and its original moved to the file's baseline (bytes first: a baseline record
+        always has its bytes). A disk too full for the folder costs the baseline, never the revert."""
+        base = f"{self._dir(record.run)}/{record.seq:03d}"
+        kept, original = self.baseline_paths(record.file)
+        await self.conn.run(f"{shell.mkdir(self.baselines)} && {shell.rename_over(f'{base}.orig', original)} && "
+                            f"{shell.rename_over(f'{base}.json', kept)}; true", idempotent=True)
+
+    async def baseline_records(self) -> list[PatchRecord]:
+        """The baseline of every file orch patched and put back: `sha256_before` is what it left."""
+        done = await self.conn.run(shell.cat_records(self.baselines, "*.json"), idempotent=True)
+        return [PatchRecord(**json.loads(line)) for line in done.out.splitlines() if line.strip()]
+
+    async def baseline_bytes(self, record: PatchRecord) -> bytes:
+        return await self.conn.read_file(self.baseline_paths(record.file)[1])
+
+    async def drop_baseline(self, file: str) -> None:
+        """Forget what orch left `file` with: its bytes now are what the next revert keeps."""
+        await self.conn.run(shell.remove_files(*self.baseline_paths(file)), idempotent=True)
+
+    async def settle(self, file: str) -> None:
+        await self._settle(file)

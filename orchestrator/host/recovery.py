@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import server
+from . import drift, server
 from orchestrator.core import patching, shell
 from orchestrator.engines.base import Say
 from orchestrator.store import database as store_queries
@@ -24,6 +24,7 @@ class Recovery:
     broken: tuple[Holder, ...] = ()
     interrupted: tuple[str, ...] = ()  # uids of runs a dead controller left `running`
     reverted: tuple[PatchRecord, ...] = ()
+    restored: tuple[PatchRecord, ...] = ()  # baselines put back over files changed since a revert (`force`)
 
     def notes(self) -> list[str]:
         """One line per act, for the events of the next run on the host."""
@@ -34,6 +35,9 @@ class Recovery:
         if self.reverted:
             states = ", ".join(f"{r.run}#{r.seq} {r.file}: {r.state}" for r in self.reverted)
             lines.append(f"reverted {len(self.reverted)} patch(es) left on {self.host}: {states}")
+        if self.restored:
+            lines.append(f"restored {len(self.restored)} file(s) changed since orch's revert on {self.host}: "
+                         + ", ".join(f"{r.file}: {r.state}" for r in self.restored))
         return lines
 
 
@@ -42,7 +46,8 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
     """Clean up after commands that died on this host (call it holding the host lock): warn about
     the stale locks broken, stop servers they left running, revert the patches they left applied
     and mark their runs interrupted with the reason. `force` also restores drifted files (files
-    that changed after orch patched them), each shown first with the change being undone."""
+    that changed after orch patched them, or since its revert left them: `drift.py`), each shown
+    first with the change being undone."""
     name = session.host.name
     if force:
         await _show_drift(session, report)
@@ -68,6 +73,7 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
         _note(store, uid, "recovered", f"a later command on {name} stopped the server it left running")
     reverted = await session.journal.revert(force=force) if leftovers else []
     await session.journal.sweep()
+    restored = await drift.restore(session, report) if force else []  # after the journal's: it sets baselines
     still_journaled = {(r.run, r.seq) for r in await session.journal.records()}
     interrupted = []
     for uid, why in sorted(dead.items()):
@@ -86,7 +92,7 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
             left = "its patches were reverted by that command" if states else "it left no patches applied"
             store.update_run(old, status=INTERRUPTED, ended_at=now(),
                              error=f"the controller {old.controller} died before the run ended: {why}; {left}")
-    return Recovery(name, tuple(broken), tuple(interrupted), tuple(reverted))
+    return Recovery(name, tuple(broken), tuple(interrupted), tuple(reverted), tuple(restored))
 
 
 def _finished_reverts(store: Store, run: Run, states: dict[int, str], journaled: set[tuple[str, int]],

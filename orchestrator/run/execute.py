@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server
-from . import collect, effective, multinode, preflight, serving, sharing, stages, tool, workload
+from . import collect, driftcheck, effective, multinode, preflight, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, shell, spec as specs
 from orchestrator import engines
@@ -113,12 +113,12 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter:
             found = await tool.command(engine, session, spec, load, context["run"]["dir"], _port_of(context))
             reporter.message(label, f"workload: python -m {found.module} {' '.join(found.argv)}")
         await _dry_preflight(spec, plan, session, reporter, context, label)
-        await _dry_patches(session, plan, reporter, label)
+        await _dry_patches(session, plan, reporter, label, spec.accept_drift)
         for rank, other in enumerate(nodes.peers if nodes is not None else (), 1):
             node_label = f"{plan.variant}@{other.host.name}"
             _, node_script = _dry_script(spec, plan, other, reporter, node_label, nodes, rank)
             await engine.check_launch(other, node_script, spec.template, reporter.message, node_label)
-            await _dry_patches(other, plan, reporter, node_label)
+            await _dry_patches(other, plan, reporter, node_label, spec.accept_drift)
     except OrchError as exc:
         return Outcome(None, uid, plan.variant, session.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
     return Outcome(None, uid, plan.variant, session.host.name, SUCCEEDED)
@@ -162,8 +162,10 @@ def _dry_script(spec: Spec, plan: RunPlan, session: HostSession, reporter: Repor
     return context, script
 
 
-async def _dry_patches(session: HostSession, plan: RunPlan, reporter: Reporter, label: str) -> None:
-    """Each patch as a diff against the host's own files, every patched file compiled there."""
+async def _dry_patches(session: HostSession, plan: RunPlan, reporter: Reporter, label: str, accept_drift: bool) -> None:
+    """Each patch as a diff against the host's own files, every patched file compiled there; a
+    file changed by hand since orch left it stops it as it stops a run (`driftcheck.py`)."""
+    await driftcheck.found(session, plan, accept_drift, lambda text: reporter.message(label, text))
     prepared = await prepare_patches(session, plan)
     for patch, file, before, after in prepared:
         diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
@@ -243,6 +245,7 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
                                        env.get("CUDA_VISIBLE_DEVICES"), spec.allow_busy_gpus)
     await multinode.check_hosts(attempt, port)
     await _ensure_room(attempt)
+    await driftcheck.gate(attempt)  # a file changed by hand since orch left it: before anything changes
     for problem in busy:
         store.event(run, "busy-gpus-allowed", f"orch run --allow-busy-gpus: {problem}")
         attempt.warn(f"{problem} (--allow-busy-gpus)")
