@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from orchestrator.engines.command import adjusted
 from orchestrator.engines.vllm import engineconfig, logs
 from orchestrator.engines.vllm.engine import VllmEngine
@@ -76,3 +78,39 @@ def test_an_auto_fit_max_model_len_is_recorded_as_it_ran_on_the_0_33_0_rehearsal
     [event] = [e for e in record["events"] if e["kind"] == "param-adjusted"]
     assert event["message"].startswith("max_model_len: the command asked -1, the engine ran 131072")
     assert "param adjusted by the engine" in done.stdout + done.stderr
+
+
+# -- on the rehearsal: 0.10.1.1's V1 chunks prefills whatever --enable-chunked-prefill asked --------
+
+@pytest.mark.parametrize("release, ran, adjusted_too", [("0.10.1.1", True, True), ("0.33.0", False, False)])
+def test_chunked_prefill_asked_off_is_recorded_as_each_release_ran_it(project, release, ran, adjusted_too):
+    import json
+    import shutil
+
+    from conftest import ROOT, free_port
+    from test_run import orch
+
+    shutil.copy(ROOT / "templates" / "vllm_launch.sh.j2", project / "templates" / "vllm_launch.sh.j2")
+    inventory = project / "inventory.yaml"
+    inventory.write_text(inventory.read_text().replace("rehearsal: true", f'rehearsal: "{release}"'))
+    spec = project / "experiments" / "vllm_eagle.yaml"
+    spec.write_text((ROOT / "experiments" / "vllm_eagle.yaml").read_text().replace(
+        "port: 30000", f"port: {free_port()}\n  extra_args: [--no-enable-chunked-prefill]"))
+    orch(project, "check", str(spec))  # the rehearsal tree and its checkpoints, installed
+    checkpoints = project / "host" / "rehearsal" / "checkpoints"
+    draft = checkpoints / "eagle3-draft-vllm"  # the draft named as every vLLM registers it (0.10.1.1 lacks SpecForge's)
+    shutil.copytree(checkpoints / "eagle3-draft", draft)
+    config = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**config, "architectures": ["Eagle3LlamaForCausalLM"]}))
+    done = orch(project, "run", str(spec), "--variant", "eagle3", "--set", f"draft_model_path={draft}",
+                "--set", f"model_path={checkpoints / 'llama-target'}")  # 0.10.1.1 serves no Kimi-K2.5
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    assert record["effective_params"]["enable_chunked_prefill"] is ran
+    events = [e["message"] for e in record["events"] if e["kind"] == "param-adjusted"]
+    if adjusted_too:  # the engine's log says nothing of it: the event says so
+        assert events == ["enable_chunked_prefill: the command asked false, the engine ran true "
+                          "(the engine's log says nothing about it)"], events
+        assert "param adjusted by the engine" in done.stdout + done.stderr
+    else:
+        assert events == []

@@ -192,7 +192,9 @@ class Adjusted:
         return f"{self.dest}: the command asked {_shown(self.asked)}, the engine ran {_shown(self.effective)}{said}"
 
 
-_SAYS_CHANGED = re.compile(r"adjust|reset|overrid|rewrit|chang|set to|fall(?:ing)? back|instead|ignor", re.I)
+# how engines word a change of a value they were given (vLLM 0.32.0 kv_cache_utils.py:2467: `Auto-fit
+# max_model_len: full model context length 512 fits ...`, `... reduced from 2048 to 1024 ...`)
+_SAYS_CHANGED = re.compile(r"adjust|reset|overrid|rewrit|chang|set to|fall(?:ing)? back|instead|ignor|auto-fit|reduc", re.I)
 
 
 def adjusted(asked: Mapping[str, object], effective: Mapping[str, object], log: str) -> list[Adjusted]:

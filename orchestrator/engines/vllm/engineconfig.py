@@ -17,6 +17,7 @@ NAMES = {"model": "model", "max_seq_len": "max_model_len", "tensor_parallel_size
          "pipeline_parallel_size": "pipeline_parallel_size", "data_parallel_size": "data_parallel_size",
          "dtype": "dtype", "enforce_eager": "enforce_eager", "enable_prefix_caching": "enable_prefix_caching",
          "enable_chunked_prefill": "enable_chunked_prefill", "kv_cache_dtype": "kv_cache_dtype",
+         "chunked_prefill_enabled": "enable_chunked_prefill",  # 0.10.1.1's name (config/__init__.py:3851)
          "trust_remote_code": "trust_remote_code", "quantization": "quantization", "seed": "seed"}
 # SpeculativeConfig.__repr__ (0.32.0 config/speculative.py:1990) -> the --speculative-config keys
 SPEC_NAMES = {"method": "method", "model": "model", "num_spec_tokens": "num_speculative_tokens"}

@@ -143,7 +143,15 @@ def config_line(args, spec: dict, max_model_len: int) -> str:
             f"model={spec.get('model')!r}, num_spec_tokens={int(spec['num_speculative_tokens'])}), "
             f"tokenizer={args.model!r}, skip_tokenizer_init=False, dtype=torch.bfloat16, "
             f"max_seq_len={max_model_len}, tensor_parallel_size={args.tensor_parallel_size}, "
-            f"enforce_eager={bool(getattr(args, 'enforce_eager', False))}, enable_prefix_caching=True")
+            f"enforce_eager={bool(getattr(args, 'enforce_eager', False))}, "
+            f"enable_prefix_caching={args.enable_prefix_caching is not False}, "
+            f"{lines.CHUNKED_PREFILL_FIELD}={built_chunked_prefill(args.enable_chunked_prefill)}")
+
+
+def built_chunked_prefill(asked: bool | None) -> bool:
+    """Chunked prefill as the engine runs it: on when not asked; 0.10.1.1's V1 turns it on whatever
+    was asked (`lines.CHUNKED_PREFILL_FORCED`)."""
+    return True if asked is None or lines.CHUNKED_PREFILL_FORCED else asked
 
 
 def read_config(folder: Path) -> dict:

@@ -9,6 +9,9 @@ ROUTES_WHERE = "launcher.py:36"  # vllm/entrypoints/launcher.py
 ROUTE_WHERE = "launcher.py:44"
 ENGINE_PROCESS = "EngineCore_0"
 AUTO_FIT_MAX_MODEL_LEN = False  # only an absent --max-model-len takes the derived length (vllm/config/__init__.py:2931)
+# V1 always chunks prefills, whatever --enable-chunked-prefill asked, and says nothing of it
+# (engine/arg_utils.py:1592 `_set_default_args_v1`); VllmConfig.__str__ prints it as `chunked_prefill_enabled`
+CHUNKED_PREFILL_FORCED, CHUNKED_PREFILL_FIELD = True, "chunked_prefill_enabled"  # config/__init__.py:3851
 
 
 def start_line(host: str, port: int) -> str:

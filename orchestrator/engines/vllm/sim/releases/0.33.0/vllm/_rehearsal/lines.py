@@ -9,6 +9,9 @@ ROUTES_WHERE = "launcher.py:188"  # vllm/entrypoints/launchers/launcher.py
 ROUTE_WHERE = "launcher.py:196"
 ENGINE_PROCESS = "EngineCore"
 AUTO_FIT_MAX_MODEL_LEN = True  # `--max-model-len -1` auto-fits: the derived length (vllm/config/model.py:2642)
+# --enable-chunked-prefill as asked, True when absent (engine/arg_utils.py:3047); printed as
+# `enable_chunked_prefill` (config/vllm.py:2840)
+CHUNKED_PREFILL_FORCED, CHUNKED_PREFILL_FIELD = False, "enable_chunked_prefill"
 
 
 def start_line(host: str, port: int) -> str:

@@ -38,6 +38,7 @@ class EngineArgs:
         scheduler_group = parser.add_argument_group(title="SchedulerConfig")
         scheduler_group.add_argument("--max-num-seqs", type=int, default=None)
         scheduler_group.add_argument("--max-num-batched-tokens", type=int, default=None)
+        scheduler_group.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None)
         vllm_group = parser.add_argument_group(title="VllmConfig")
         vllm_group.add_argument("--speculative-config", type=json.loads, default=None)
         parser.add_argument("--disable-log-stats", action="store_true", default=False)
