@@ -198,7 +198,7 @@ def loads(text: str, source: str) -> Located:
     finally:
         loader.dispose()
     if data is None:
-        raise SpecError(f"{source}:1: the file is empty; write its keys (see README.md)")
+        raise SpecError(f"{source}:1: the file is empty; write its keys (docs/experiments.md, docs/inventory.md)")
     if not isinstance(data, Located):
         raise SpecError(f"{source}:1: expected a mapping of keys at the top level, got {type(data).__name__}")
     return data
