@@ -82,3 +82,39 @@ def test_a_transformed_copy_takes_its_modes_from_the_users_folder(tmp_path: Path
 
     asyncio.run(go())
     assert {name: mode(dest / name) for name in MODES} == MODES
+
+
+def test_a_checkpoint_with_transforms_is_pushed_with_the_users_modes(tmp_path: Path):
+    """Through the run's push (`checkpoint.push_for_run`): the transformed copy in the cache is new
+    files, yet each pushed file has the mode of the user's file of that name."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from orchestrator.core.inventory import Host
+    from orchestrator.core.spec import CheckpointDef
+    from orchestrator.host import checkpoint as checkpoints
+    from orchestrator.remote import connect
+
+    made = tmp_path / "made"
+    maker = ROOT / "orchestrator" / "engines" / "sglang" / "sim" / "make_checkpoints.py"
+    subprocess.run([sys.executable, str(maker), str(made)], check=True, capture_output=True)
+    src = made / "eagle3-draft"
+    (src / "convert.sh").write_text("#!/bin/sh\n")
+    wanted = {"model.safetensors": 0o640, "config.json": 0o444, "convert.sh": 0o755}
+    for name, bits in wanted.items():
+        os.chmod(src / name, bits)
+    dest = tmp_path / "host" / "draft"
+    spec = CheckpointDef("draft", src, str(dest), "exp.yaml:3", ({"d2t_to_absolute": True},))
+
+    async def go() -> None:
+        conn = await connect(Host(name="here", transport="local", workdir=str(tmp_path / "host")))
+        try:
+            await checkpoints.push_for_run((spec,), conn, {"draft": str(dest)})
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+    assert (dest / "model.safetensors").read_bytes() != (src / "model.safetensors").read_bytes()  # transformed
+    assert {name: mode(dest / name) for name in wanted} == wanted
