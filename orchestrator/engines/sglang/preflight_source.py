@@ -9,7 +9,7 @@ import posixpath
 from typing import Any
 
 from orchestrator.core import patching, shell
-from . import classes, source
+from . import classes, source, survey
 from .facts import Capture
 from .classes import Support
 from .source import HostSource
@@ -48,8 +48,8 @@ async def host_source(conn: Any, sglang: str, target_archs: list[str],
                       draft_archs: list[str]) -> tuple[HostSource, dict[str, str | None], str | None]:
     """The host's facts, the texts read so far, and the target architecture SGLang would load
     (the first of the config's list that the host registers)."""
-    survey = await conn.run(shell.speculative_survey(f"{sglang}/srt", source.EMBED_HEAD), idempotent=True)
-    executor, snippets = source.survey(survey.out)
+    found = await conn.run(survey.speculative_survey(f"{sglang}/srt", source.EMBED_HEAD), idempotent=True)
+    executor, snippets = source.survey(found.out)
     registry = source.registry(snippets)
     target = next((a for a in target_archs if a in registry), target_archs[0] if target_archs else None)
     wanted = [*executor, LLAMA_EAGLE3, *source.CONTEXT_FILES, *([registry[target]] if target in registry else [])]

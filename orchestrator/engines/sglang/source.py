@@ -212,7 +212,7 @@ def longer_context(sources: dict[str, str | None]) -> bool | None:
 
 
 def survey(output: str) -> tuple[list[str], dict[str, str]]:
-    """`shell.speculative_survey` output -> (model-runner and speculative-worker files to read,
+    """`survey.speculative_survey` output -> (model-runner and speculative-worker files to read,
     {model file: its EntryClass lines})."""
     executor, snippets = [], {}
     for line in output.splitlines():
