@@ -31,7 +31,7 @@ The registry is data: each engine's name, launch template and the modules of its
 and rehearsal stand-in, as strings; it imports an engine only when asked for one. core reads it
 (which engines an experiment may name, their templates, codes and rehearsal releases).
 
-Three rules beside the table:
+Four rules beside the table:
 (a) `core/` is pure: it imports no orch layer but errors and the registry (no engine, not even the seam) and none of
     asyncio, asyncssh, sqlmodel, sqlalchemy.
 (b) third-party seams: asyncssh only in remote/, sqlmodel and sqlalchemy only in store/, typer and
@@ -41,6 +41,9 @@ Three rules beside the table:
     string; its endpoints, JSON fields, log lines or programs in a string. Strings are the
     constants that do something: docstrings and other bare string statements are prose and may
     mention an engine; comments are not in the tree at all.
+(d) `core/` (the host commands of `core/shell/` among it) names no engine's source layout in a
+    string: the folders and names only an engine's own survey of its installed source reads
+    (ENGINE_LAYOUT); core builds commands for every engine alike.
 
 The rehearsal stand-ins (`engines/*/sim/`) are programs copied to hosts, not orch modules: not
 scanned.
@@ -97,6 +100,8 @@ ENGINE_TERMS = (  # in a string, as a whole word or path (case ignored)
     "launch_server", "api_server",
 )
 _TERM_PATTERNS = [(term, re.compile(rf"(?<![a-z0-9]){re.escape(term.lower())}(?![a-z0-9])")) for term in ENGINE_TERMS]
+# Rule (d): an engine's source layout, what its survey of the installed package greps for (case ignored).
+ENGINE_LAYOUT = ("model_executor", "EntryClass", "is_eagle3", "set_eagle3_layers_to_capture")
 
 
 @dataclass(frozen=True)
@@ -301,6 +306,21 @@ def engine_mentions(modules: list[Module]) -> list[str]:
     return sorted(set(found), key=_by_place)
 
 
+def core_engine_layout(modules: list[Module]) -> list[str]:
+    """Rule (d): every string of a core/ module that names an engine's source layout."""
+    found = []
+    for module in modules:
+        if layer_of(module.name) != "core":
+            continue
+        prose = _prose(module.tree)
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+                said = [term for term in ENGINE_LAYOUT if term.lower() in node.value.lower()]
+                if said:
+                    found.append(f"{module.where}:{node.lineno}: {', '.join(said)} in {node.value[:60]!r}")
+    return found
+
+
 def _by_place(entry: str) -> tuple[str, int]:
     where, line, _ = entry.split(":", 2)
     return where, int(line) if line.isdigit() else 0
@@ -425,13 +445,26 @@ def test_engine_rule_fires_on_strings_names_and_imports_but_not_prose_or_engines
     ]
 
 
+def test_layout_rule_fires_on_core_strings_only():
+    core = parse("orchestrator/core/shell/x.py", (
+        '"""Greps model_executor (prose)."""\n'
+        "SURVEY = 'grep -rl is_eagle3 model_executor'\n"
+        "AWK = '/^EntryClass/'\n"
+    ))
+    engine = parse("orchestrator/engines/sglang/x.py", "SURVEY = 'cd model_executor'\n")
+    assert core_engine_layout([core, engine]) == [
+        "orchestrator/core/shell/x.py:2: model_executor, is_eagle3 in 'grep -rl is_eagle3 model_executor'",
+        "orchestrator/core/shell/x.py:3: EntryClass in '/^EntryClass/'",
+    ]
+
+
 def test_terms_are_engine_knowledge():
-    """Each term of rule (c) is said somewhere in an engine's package: the list names engine
+    """Each term of rules (c) and (d) is said somewhere in an engine's package: the lists name engine
     knowledge, not words orch owns."""
     engine_text = "\n".join(
         path.read_text().lower() for name in ENGINE_NAMES for path in (PACKAGE / "engines" / name).rglob("*.py")
     )
-    unknown = [term for term in ENGINE_TERMS if term.lower() not in engine_text]
+    unknown = [term for term in (*ENGINE_TERMS, *ENGINE_LAYOUT) if term.lower() not in engine_text]
     assert not unknown, f"terms no engine package uses: {unknown}"
 
 
@@ -460,4 +493,9 @@ def test_third_party_libraries_stay_behind_their_layer():
 
 def test_nothing_outside_engines_names_an_engine():
     offences = engine_mentions(orch_modules())
+    assert not offences, _report(offences)
+
+
+def test_core_names_no_engine_source_layout():
+    offences = core_engine_layout(orch_modules())
     assert not offences, _report(offences)
