@@ -203,7 +203,7 @@ def _host(name: str, body: yamlfile.Located) -> Host:
 
 def _allocation(name: str, body: yamlfile.Located) -> Allocation:
     """A slurm entry's allocation keys, each checked as data: nothing of them reaches a shell
-    unquoted (`core/shell.py` quotes every option as one word)."""
+    unquoted (`core/shell/` quotes every option as one word)."""
     what = f"host '{name}'"
     login = body.get("login")
     if not isinstance(login, str) or not login or any(c.isspace() for c in login):

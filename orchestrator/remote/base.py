@@ -71,7 +71,7 @@ class Connection(Protocol):
 
     async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None,
                   idempotent: bool = False) -> Completed:
-        """Run a shell command built by `shell.py`. `idempotent`: running it twice does no harm, so a
+        """Run a shell command built by `core/shell/`. `idempotent`: running it twice does no harm, so a
         reconnecting transport may send it again after the link dropped mid-command."""
 
     async def read_file(self, path: str) -> bytes:

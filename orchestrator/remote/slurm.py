@@ -6,7 +6,7 @@ node; closing it releases the allocation (`scancel`), whatever happened. The hos
 (`host/lifecycle.py`) opens and closes it, so a run's success, failure or interrupt all end there.
 
 Each command of the host lifecycle runs on its node as a step of the job (`srun --jobid
---nodelist --overlap`, `core/shell.py` `slurm_step`: a step lives while what it started lives, so
+--nodelist --overlap`, `core/shell/slurm.py` `slurm_step`: a step lives while what it started lives, so
 a detached server outlives its launch command). Files under the host's workdir, which must be on
 the cluster's shared filesystem, are read and written through the login node's own connection
 (no step per file); other paths (an engine installed on the node's own disk) through steps.
