@@ -148,3 +148,4 @@ def main() -> None:
 # they register: keep this import order (run first; the `hosts` group is always listed last).
 from . import runs as _runs, records as _records, hosts as _hosts, inputs as _inputs, stop as _stop, compare as _compare  # noqa: F401, I001
 from . import report as _report  # noqa: F401, E402, I001
+from . import doctor as _doctor  # noqa: F401, E402, I001

@@ -1,0 +1,147 @@
+"""The cause of a low accept length, decided by a small ordered table of rules over the evidence.
+
+Each rule reads the evidence (probe lines first, then the preflight's findings, then the engine's
+diagnosis of a failed server) and names one code of `CODES` with the lines that show it. The first
+rule that fires decides; docs/doctor.md lists every code, its evidence and its fix."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .evidence import Evidence
+
+FITS = 1.5  # an accept length at or above this: the draft is accepted (a broken draft sits at ~1.0)
+
+CODES = {  # code -> what it means (the preflight's own codes keep their meaning)
+    "algorithm-not-eagle3": "the launch names EAGLE (or vLLM's eagle) for an EAGLE-3 draft: aux capture stays off",
+    "aux-capture-missing": "the target class cannot set the layers to capture: EAGLE3 fails at start-up",
+    "aux-capture-off": "EAGLE3 is asked but the target hands over one layer (the draft config turns capture off)",
+    "aux-layers-mismatch": "the target captures fewer layers than the draft's fc takes (a target with too few layers)",
+    "fc-width": "the draft's fc takes another width than the target's captured layers give",
+    "draft-keys-dropped": "the engine's loader left draft layer weights at their initial values (key names it skips)",
+    "d2t-absolute": "the draft's d2t holds target ids, not offsets: every proposal maps to a wrong token",
+    "d2t-mapping-wrong": "the draft's ids map to target tokens its own t2d does not mark",
+    "draft-rejected": "the draft's proposals are rejected and no probe shows why",
+    "server-failed": "the server did not serve: the engine's diagnosis names why",
+    "none": "nothing is wrong: the accept length fits",
+}
+_ALGORITHM_PARAMS = {"speculative_algorithm": ("EAGLE", "NEXTN"), "speculative_method": ("eagle",)}
+_LAYER_PARAMS = ("midlayer.", "layers.", "fc.")  # draft parameters a checkpoint must fill (embed/head may come from the target)
+# a matrix left at its random init is a dropped key; a norm of ones may equal its init by chance
+_MATRICES = ("proj", "fc.")
+_DIAGNOSIS_CAUSES = {"eagle3-aux-width": "aux-layers-mismatch", "draft-vocab-map": "d2t-absolute",
+                     "missing-aux-capture": "aux-capture-missing"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    cause: str
+    evidence: tuple[str, ...]  # the lines that show it, most telling first
+    rule: str  # which reading decided: a probe, the preflight, the diagnosis
+
+
+Rule = Callable[[Evidence], Decision | None]
+
+
+def decide(evidence: Evidence) -> Decision:
+    """The first rule that fires, else `none` (it fits) or `draft-rejected` (no probe explains it)."""
+    for rule in RULES:
+        found = rule(evidence)
+        if found is not None:
+            return found
+    if evidence.accept_len is not None and evidence.accept_len >= FITS:
+        return Decision("none", (evidence.acceptance_line(),), "acceptance")
+    return Decision("draft-rejected", (evidence.acceptance_line(), *evidence.probe_lines.values()), "acceptance")
+
+
+def _algorithm_named(evidence: Evidence) -> str | None:
+    """`speculative_algorithm=EAGLE` (or vLLM's `eagle`) as the run asked it, when it did."""
+    for name, values in _ALGORITHM_PARAMS.items():
+        value = evidence.params.get(name)
+        if isinstance(value, str) and value in values:
+            return f"{name}={value}"
+    return None
+
+
+def hidden_width(evidence: Evidence) -> Decision | None:
+    """The width reaching the draft against what its fc takes: one layer where fc takes several is
+    the launch's algorithm (or capture off); some layers but not all is a target with too few."""
+    width, fc_in = evidence.number("hidden-width", "width"), evidence.number("hidden-width", "fc_in")
+    hidden = evidence.number("hidden-width", "hidden") or evidence.number("hidden-width", "hidden_size")
+    if width is None or fc_in is None or width == fc_in:
+        return None
+    line = evidence.probe_lines["hidden-width"]
+    if hidden and width == hidden:
+        asked = _algorithm_named(evidence)
+        capture = evidence.probe_lines.get("capture", "no capture line: the engine never asked the target to capture")
+        if asked:
+            return Decision("algorithm-not-eagle3", (line, f"the launch asked {asked}", capture), "probe hidden-width")
+        return Decision("aux-capture-off", (line, capture), "probe hidden-width")
+    return Decision("aux-layers-mismatch", (line, f"{width} wide reaches an fc that takes {fc_in}"), "probe hidden-width")
+
+
+def fc_width(evidence: Evidence) -> Decision | None:
+    """The checkpoint's fc takes another width than the model the engine built from the draft config."""
+    shape, fc_in = evidence.field("fc-width", "checkpoint_fc"), evidence.number("fc-width", "fc_in")
+    widths = re.findall(r"\d+", shape or "")
+    if fc_in is None or len(widths) != 2 or int(widths[1]) == fc_in:
+        return None
+    return Decision("fc-width", (evidence.probe_lines["fc-width"],
+                                 f"the checkpoint's fc takes {widths[1]} inputs, the engine's fc {fc_in}"), "probe fc-width")
+
+
+def draft_keys(evidence: Evidence) -> Decision | None:
+    """Draft layer parameters the loader never filled: their checkpoint keys are named as the
+    engine does not place them."""
+    untouched = [n for n in evidence.listed("draft-keys", "untouched")
+                 if any(p in n for p in _LAYER_PARAMS) and any(m in n for m in _MATRICES)]
+    if not untouched:
+        return None
+    return Decision("draft-keys-dropped", (evidence.probe_lines["draft-keys"],
+                                           f"{len(untouched)} draft layer parameter(s) left at their initial values, "
+                                           f"e.g. {untouched[0]}"), "probe draft-keys")
+
+
+def d2t(evidence: Evidence) -> Decision | None:
+    """Each draft id mapped the engine's way (id + d2t) must land on a token t2d marks."""
+    hits, size = evidence.number("d2t", "mapped_in_t2d"), evidence.number("d2t", "draft_vocab")
+    if hits is None or not size or hits >= size:
+        return None
+    absolute = evidence.number("d2t", "absolute_in_t2d")
+    line = evidence.probe_lines["d2t"]
+    if absolute == size:
+        return Decision("d2t-absolute", (line, f"read as target ids, all {size} d2t entries are tokens t2d marks"),
+                        "probe d2t")
+    return Decision("d2t-mapping-wrong", (line,), "probe d2t")
+
+
+def preflight(evidence: Evidence) -> Decision | None:
+    """A preflight error (or warning) whose code is a cause: the checks read the checkpoint itself."""
+    for code in ("algorithm-not-eagle3", "method-eagle-with-eagle3-draft", "aux-capture-disabled",
+                 "aux-capture-missing", "aux-layers-missing", "fc-width", "draft-keys-dropped", "draft-keys-unknown",
+                 "d2t-absolute"):
+        found = evidence.finding(code)
+        if found is not None:
+            cause = {"method-eagle-with-eagle3-draft": "algorithm-not-eagle3", "aux-capture-disabled": "aux-capture-off",
+                     "aux-layers-missing": "aux-layers-mismatch", "draft-keys-unknown": "draft-keys-dropped"}.get(code, code)
+            return Decision(cause, (f"preflight {found['severity'].upper()} {code}: {found['what']}", found["why"]),
+                            "preflight")
+    return None
+
+
+def diagnosis(evidence: Evidence) -> Decision | None:
+    """A server that failed: the engine's diagnosis, mapped to a cause where it names one."""
+    found = evidence.diagnosis
+    if evidence.status == "succeeded" or not found:
+        return None
+    kind = str(found.get("kind"))
+    lines = (f"diagnosis {kind}: {found.get('summary')}", *[str(e) for e in found.get("evidence") or []][:2])
+    if kind == "draft-weights" and "fc" in " ".join(lines):
+        return Decision("fc-width", lines, "diagnosis")
+    return Decision(_DIAGNOSIS_CAUSES.get(kind, "server-failed"), lines, "diagnosis")
+
+
+# Probes first (they show what the engine did), then the preflight (what the files say), then a crash.
+RULES: tuple[Rule, ...] = (fc_width, hidden_width, draft_keys, d2t, preflight, diagnosis)
