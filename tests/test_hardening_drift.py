@@ -122,6 +122,9 @@ def test_accept_drift_records_it_and_patches_the_file_as_it_is(where):
     edited = target.read_bytes() + HAND_EDIT
     target.write_bytes(edited)
 
+    [listed] = json.loads(orch(project, "patches", "--json").stdout)  # said where orch lists what it changed
+    assert (listed["host"], listed["file"], listed["state"]) == (host, str(target), "drifted")
+    assert Path(listed["backup"]).read_bytes() == edited[:-len(HAND_EDIT)]  # what orch left, kept
     plain = orch(project, "revert", "--host", host)  # without --force: said, left alone
     assert plain.returncode == 1 and "changed since orch's revert left it" in plain.stdout, plain.stdout
     assert target.read_bytes() == edited

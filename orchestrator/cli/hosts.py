@@ -65,7 +65,13 @@ async def _changed_since_revert(held: Held) -> list[tuple[PatchRecord, bool]]:
 
     journal = held.session.journal
     found = await drift.find(held.session, [b.file for b in await journal.baseline_records()])
-    return [(dataclasses.replace(d.records[0], state="drifted"), True) for d in found if d.baseline]
+    return [(dataclasses.replace(d.records[0], state="drifted", backup=journal.baseline_paths(d.file)[1]), True)
+            for d in found if d.baseline]
+
+
+async def _patch_states(held: Held) -> list[PatchRecord]:
+    """The journal's records as their files are now, and each file changed since a revert left it."""
+    return [*await held.session.journal.status(), *(r for r, _ in await _changed_since_revert(held))]
 
 
 def _chosen(names: Optional[str]) -> list[inventories.Host]:
@@ -88,12 +94,13 @@ def patches(
     host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
     as_json: bool = typer.Option(False, "--json", help="Each host's patched files, their states and runs, as JSON."),
 ) -> None:
-    """What orch has applied (or left drifted) on each host's files, and by which run."""
+    """What orch has applied (or left drifted) on each host's files, and by which run; a file changed
+    by hand since orch's revert left it is drifted too."""
     chosen = _chosen(host)
     store = _store()
     rows: list[dict[str, Any]] = []
     code = EXIT_OK
-    for name, result in _on_hosts(chosen, lambda held: held.session.journal.status()).items():
+    for name, result in _on_hosts(chosen, _patch_states).items():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
