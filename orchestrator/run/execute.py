@@ -20,7 +20,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server
 from . import collect, driftcheck, effective, multinode, preflight, serving, sharing, stages, tool, workload
@@ -36,7 +36,10 @@ from orchestrator.core.secrets import hide, mask_env, redact, secret_values
 from orchestrator.host.session import HostSession
 from orchestrator.core.spec import PatchDef, RunPlan, Spec
 from orchestrator.core.clock import new_uid, now
-from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, PatchRow, Run, Store
+from orchestrator.store.reading import FAILED, INTERRUPTED, SUCCEEDED
+
+if TYPE_CHECKING:  # the ORM is imported where a run is written: a dry run does without it
+    from orchestrator.store.database import PatchRow, Run, Store
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,8 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     hidden = secret_values(env, context["secret_names"])
     store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
     script = reuse.launcher.script if reuse is not None else render.launch_script(spec.template, context)
+    from orchestrator.store.database import Run  # the ORM only where a run is written
+
     run = Run(
         uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
         spec_path=str(spec.path), spec=spec.raw, params={**context["params"], **_workload_params(spec, plan)},
@@ -500,6 +505,8 @@ async def _revert(attempt: Attempt, held: serving.Serving | None, cleanup_errors
 
 def _patched_files(store: Store, run: Run) -> list[str]:
     """The files the run's patches touched, as written and as resolved: a diagnosis names them."""
+    from orchestrator.store.database import PatchRow
+
     return [path for patch in store.children(run, PatchRow) for path in (patch.file, patch.target)]
 
 
