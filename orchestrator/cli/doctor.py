@@ -25,7 +25,7 @@ def doctor(
 ) -> None:
     """Probe a variant with low accept length, name its cause, run the fix and compare."""
     from orchestrator.core import inventory as inventories, plancheck, spec as specs
-    from orchestrator.doctor import examination
+    from orchestrator.run.doctor import examination
 
     spec_path, variant, host_names = _what(target, variant, hosts)
     spec = specs.load(spec_path)
@@ -68,7 +68,7 @@ def _what(target: str, variant: Optional[str], hosts: Optional[str]) -> tuple[Pa
 
 def told(verdict: Any) -> list[str]:
     """The verdict as lines: the cause and what it means, the evidence, the fix, before and after."""
-    from orchestrator.doctor import causes
+    from orchestrator.run.doctor import causes
 
     def number(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"

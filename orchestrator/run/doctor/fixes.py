@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.spec import CheckpointDef, PatchDef
+from orchestrator.engines.probe import Probes
 
 from .causes import Decision
 from .evidence import Evidence
 
 DRAFT_PARAM = "draft_model_path"
 CHECKPOINT_REF = re.compile(r"^\{\{\s*checkpoints\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
-_CLASS = re.compile(r"target class (\w+) \(([\w/.]+\.py)\)")
-_CAPTURE = "set_eagle3_layers_to_capture"
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ def advice(says: str) -> Fix:
     return Fix(says, runnable=False)
 
 
-def for_cause(decision: Decision, evidence: Evidence, engine: str, checkpoints: tuple[CheckpointDef, ...],
+def for_cause(decision: Decision, evidence: Evidence, engine: Probes, checkpoints: tuple[CheckpointDef, ...],
               written: Any, draft_path: str | None, local_host: bool) -> Fix | None:
     """The fix of `decision`'s cause (None when nothing is wrong). `written`: the draft param as the
     experiment writes it (a checkpoint reference or a path), `draft_path`: as the run rendered it."""
@@ -48,11 +47,8 @@ def for_cause(decision: Decision, evidence: Evidence, engine: str, checkpoints: 
     if cause == "none":
         return None
     if cause == "algorithm-not-eagle3":
-        if engine == "vllm":
-            return Fix("launch the EAGLE-3 draft with method eagle3 (params: `speculative_method: eagle3`)",
-                       {"speculative_method": "eagle3"})
-        return Fix("launch with --speculative-algorithm EAGLE3 (params: `speculative_algorithm: EAGLE3`)",
-                   {"speculative_algorithm": "EAGLE3"})
+        name, value = engine.algorithm_param, engine.eagle3_value
+        return Fix(f"launch the EAGLE-3 draft with {value} (params: `{name}: {value}`)", {name: value})
     if cause == "d2t-absolute":
         return _transformed({"d2t_to_offsets": True}, "d2t_to_offsets", checkpoints, written, draft_path, local_host)
     if cause == "draft-keys-dropped":
@@ -67,26 +63,9 @@ def for_cause(decision: Decision, evidence: Evidence, engine: str, checkpoints: 
     if cause == "aux-capture-off":
         return advice("remove `use_aux_hidden_state: false` from the draft's eagle_config (or set it true)")
     if cause == "aux-capture-missing":
-        return advice(f"add {_CAPTURE} to the target class with a patch of the run, or use a release that has it")
+        return advice("add the aux-capture method to the target class with a patch of the run, or use a release "
+                      "that has it")
     return advice("read the evidence lines: no fix in orch's terms is known for this cause")
-
-
-def capture_patch(finding: dict[str, Any]) -> PatchDef | None:
-    """The aux-capture method the target class lacks (the preflight's `aux-capture-missing` names the
-    class and its file), forwarded to the inner model that has it, as newer releases write it: a
-    mixin base in the class's own file."""
-    found = _CLASS.search(str(finding.get("what")))
-    if found is None:
-        return None
-    cls, file = found[1], found[2]
-    mixin = (f"class _DoctorAuxCapture:\n"
-             f"    def {_CAPTURE}(self, layer_ids=None):\n"
-             f"        # forwarded to the inner (text) model that captures, as newer releases do\n"
-             f"        inner = next(m for m in vars(self).values() if hasattr(m, \"{_CAPTURE}\"))\n"
-             f"        inner.{_CAPTURE}(layer_ids)\n\n\n"
-             f"class {cls}(_DoctorAuxCapture, ")
-    return PatchDef(name="doctor-aux-capture", file=f"sglang:{file}", where="orch doctor fix", find=f"class {cls}(",
-                    action="replace", text=mixin)
 
 
 def rename_map(evidence: Evidence) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The probe patches `orch doctor` writes into the host's engine: each prints one `[DOCTOR-DEBUG]`
+"""The probe patches `orch doctor` writes into SGLang's source: each prints one `[DOCTOR-DEBUG]`
 line of key=value fields that the run records as a debug line, and each is reverted like any patch.
 
 A probe is written per engine and per release: the anchors are the lines the engine's own files
@@ -9,26 +9,11 @@ what this host's release accepts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from typing import Any
 
 from orchestrator.core.spec import PatchDef
-
-TAG = "[DOCTOR-DEBUG]"
-PATTERN = r"\[DOCTOR-DEBUG\]"
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One thing the doctor measures, and the patches that print it on one release family."""
-
-    name: str  # the probe's name, also the `probe=` field of its line
-    reads: str  # what it measures, as the report lists it
-    patches: tuple[PatchDef, ...]
-
-
-def _patch(name: str, file: str, find: str, action: str, text: str) -> PatchDef:
-    return PatchDef(name=name, file=file, where=f"orch doctor probe {name}", find=find, action=action, text=text)
-
+from orchestrator.engines.probe import TAG, Probe, Probes, patch as _patch
 
 # --- SGLang (every emulated release, and the real wheels: the same lines in srt/models/llama_eagle3.py)
 _SGLANG_DRAFT = "sglang:srt/models/llama_eagle3.py"
@@ -107,10 +92,26 @@ SGLANG = (
           (_SGLANG_LOAD_OPEN, _SGLANG_LOAD_CLOSE)),
 )
 
-BY_ENGINE = {"sglang": SGLANG}
-ALL = tuple(probe for book in BY_ENGINE.values() for probe in book)
+_CLASS = re.compile(r"target class (\w+) \(([\w/.]+\.py)\)")
+_CAPTURE = "set_eagle3_layers_to_capture"
 
 
-def for_engine(engine: str) -> tuple[Probe, ...]:
-    """The probes written for `engine` (each release's candidates among them)."""
-    return BY_ENGINE.get(engine, ())
+def capture_patch(finding: dict[str, Any]) -> PatchDef | None:
+    """The aux-capture method the target class lacks (the preflight's `aux-capture-missing` names the
+    class and its file), forwarded to the inner model that has it, as newer releases write it: a
+    mixin base in the class's own file."""
+    found = _CLASS.search(str(finding.get("what")))
+    if found is None:
+        return None
+    cls, file = found[1], found[2]
+    mixin = (f"class _DoctorAuxCapture:\n"
+             f"    def {_CAPTURE}(self, layer_ids=None):\n"
+             f"        # forwarded to the inner (text) model that captures, as newer releases do\n"
+             f"        inner = next(m for m in vars(self).values() if hasattr(m, \"{_CAPTURE}\"))\n"
+             f"        inner.{_CAPTURE}(layer_ids)\n\n\n"
+             f"class {cls}(_DoctorAuxCapture, ")
+    return PatchDef(name="doctor-aux-capture", file=f"sglang:{file}", where="orch doctor fix", find=f"class {cls}(",
+                    action="replace", text=mixin)
+
+
+PROBES = Probes(SGLANG, "speculative_algorithm", ("EAGLE", "NEXTN"), "EAGLE3", capture_patch)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .probes import TAG
+from orchestrator.engines.probe import TAG
 
 _HISTOGRAM = "correct_drafts_histogram"  # SGLang: verify steps by the number of drafts accepted
 _POSITION_METRIC = re.compile(r"^accept_rate_pos(\d+)$")  # vLLM: accepted / drafted at each position
@@ -28,7 +28,7 @@ class Evidence:
     findings: tuple[dict[str, Any], ...]  # the preflight's findings (none with --no-preflight)
     diagnosis: dict[str, Any] | None  # the engine's reading of a server that failed
     probes_run: tuple[str, ...] = ()  # the probes whose patches the host's source took
-    draft_config: dict[str, Any] = field(default_factory=dict)
+    one_layer_launch: str | None = None  # `param=value` when the launch asked for one layer (EAGLE, not EAGLE3)
 
     def finding(self, *codes: str) -> dict[str, Any] | None:
         """The first error or warning with one of `codes`, in the preflight's order."""
@@ -53,8 +53,10 @@ class Evidence:
         return f"run {self.run_id}: accept length {accept}; accepted per draft position: {where}"
 
 
-def read(record: dict[str, Any], findings: list[dict[str, Any]], probes_run: tuple[str, ...]) -> Evidence:
-    """The evidence of one recorded probe run (`orch show --json`'s record) and its preflight."""
+def read(record: dict[str, Any], findings: list[dict[str, Any]], probes_run: tuple[str, ...],
+         algorithm_param: str, one_layer_values: tuple[str, ...]) -> Evidence:
+    """The evidence of one recorded probe run (`orch show --json`'s record) and its preflight;
+    `algorithm_param` and its `one_layer_values`: the engine's launch param that hands a draft one layer."""
     probes: dict[str, dict[str, str]] = {}
     lines: dict[str, str] = {}
     for line in record.get("debug_lines") or []:
@@ -67,7 +69,12 @@ def read(record: dict[str, Any], findings: list[dict[str, Any]], probes_run: tup
         run_id=record["id"], status=record["status"], accept_len=None if accept is None else float(accept),
         params=dict(record.get("params") or {}), probes=probes, probe_lines=lines,
         per_position=per_position(record), findings=tuple(findings), diagnosis=record.get("diagnosis"),
-        probes_run=probes_run)
+        probes_run=probes_run, one_layer_launch=_one_layer(record, algorithm_param, one_layer_values))
+
+
+def _one_layer(record: dict[str, Any], param: str, values: tuple[str, ...]) -> str | None:
+    value = (record.get("params") or {}).get(param)
+    return f"{param}={value}" if isinstance(value, str) and value in values else None
 
 
 def per_position(record: dict[str, Any]) -> tuple[float, ...]:

@@ -8,6 +8,7 @@ reverted, recorded in the store, so `orch diff` compares them like any two runs.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,9 @@ from orchestrator.run.attempt import Reporter
 from orchestrator.store import reading
 from orchestrator.store.database import Store
 
-from . import causes, fixes, probes as probe_book
+from orchestrator.engines import probe as probe_seam
+
+from . import causes, fixes
 from .evidence import read
 
 PROBE, FIX = "doctor-probe", "doctor-fix"
@@ -79,20 +82,21 @@ def chosen_variant(spec: Spec, name: str | None) -> Variant:
 async def examine(spec: Spec, variant: Variant, host: Host, store: Store, reporter: Reporter,
                   overrides: tuple[str, ...] = ()) -> Verdict:
     """Probe the variant on `host`, decide the cause, run its fix, compare accept lengths."""
-    book = probe_book.for_engine(spec.engine)
-    kept, skipped = await _fitting_probes(spec, variant, host, book, overrides)
+    engine = _engine_probes(spec.engine)
+    kept, skipped = await _fitting_probes(spec, variant, host, engine.probes, overrides)
     patches = tuple(p for probe in kept for p in probe.patches)
     probe_run = await _run(spec, _variant(variant, PROBE, "the variant with orch doctor's probes", (), patches),
                            host, store, reporter, overrides)
-    evidence = read(probe_run, list(probe_run["preflight"]), tuple(p.name for p in kept))
+    evidence = read(probe_run, list(probe_run["preflight"]), tuple(p.name for p in kept), engine.algorithm_param,
+                    engine.one_layer_values)
     decision = causes.decide(evidence)
     written = {**spec.params, **variant.params}.get(fixes.DRAFT_PARAM)
-    fix = fixes.for_cause(decision, evidence, spec.engine, spec.checkpoints, written,
+    fix = fixes.for_cause(decision, evidence, engine, spec.checkpoints, written,
                           probe_run["params"].get(fixes.DRAFT_PARAM), host.transport == "local")
     runs = [_summary(probe_run)]
     after = None
     if fix is not None and fix.runnable:
-        fix = await _completed(spec, variant, fix, host, overrides, patches)
+        fix = await _completed(spec, variant, fix, engine, host, overrides, patches)
         fix_run = await _run(spec, _variant(variant, FIX, f"orch doctor's fix: {fix.says}", (), patches, fix),
                              host, store, reporter, overrides, fix)
         runs.append(_summary(fix_run))
@@ -121,7 +125,7 @@ def _derived(spec: Spec, variant: Variant, patches: tuple[PatchDef, ...],
     return dataclasses.replace(
         spec, variants=(variant,), patches={**spec.patches, **{p.name: p for p in patches}},
         checkpoints=spec.checkpoints + tuple(c for c in checkpoints if c.name not in {d.name for d in spec.checkpoints}),
-        debug_pattern=f"(?:{spec.debug_pattern})|{probe_book.PATTERN}", allow=preflight_codes(spec.engine),
+        debug_pattern=f"(?:{spec.debug_pattern})|{probe_seam.PATTERN}", allow=preflight_codes(spec.engine),
         matrix={}, repeats=1)
 
 
@@ -138,8 +142,8 @@ async def _checked(spec: Spec, variant: Variant, patches: tuple[PatchDef, ...], 
     return [f for g in groups for f in g["findings"]]
 
 
-async def _fitting_probes(spec: Spec, variant: Variant, host: Host, book: tuple[probe_book.Probe, ...],
-                          overrides: tuple[str, ...]) -> tuple[list[probe_book.Probe], list[probe_book.Probe]]:
+async def _fitting_probes(spec: Spec, variant: Variant, host: Host, book: tuple[probe_seam.Probe, ...],
+                          overrides: tuple[str, ...]) -> tuple[list[probe_seam.Probe], list[probe_seam.Probe]]:
     """The probes whose anchors this host's engine source holds: a probe another release's lines
     anchor is dropped (the check stops at the first patch that does not apply, so this asks again)."""
     kept, skipped = list(book), []
@@ -157,14 +161,14 @@ async def _fitting_probes(spec: Spec, variant: Variant, host: Host, book: tuple[
     return kept, skipped
 
 
-async def _completed(spec: Spec, variant: Variant, fix: fixes.Fix, host: Host, overrides: tuple[str, ...],
-                     probes: tuple[PatchDef, ...]) -> fixes.Fix:
+async def _completed(spec: Spec, variant: Variant, fix: fixes.Fix, engine: probe_seam.Probes, host: Host,
+                     overrides: tuple[str, ...], probes: tuple[PatchDef, ...]) -> fixes.Fix:
     """The fix with what its own preflight says it still needs: an EAGLE3 launch on a target class
     without aux capture gets the capture method patched in (as newer releases write it)."""
     fix_variant = _variant(variant, FIX, "", (), probes, fix)
     findings = await _checked(spec, fix_variant, fix.patches + probes, host, overrides, fix.checkpoints)
     missing = next((f for f in findings if f["code"] == "aux-capture-missing" and f["severity"] == "error"), None)
-    patch = fixes.capture_patch(missing) if missing else None
+    patch = engine.capture_patch(missing) if missing else None
     if patch is None:
         return fix
     return dataclasses.replace(fix, says=f"{fix.says}, with patch {patch.name} adding the aux-capture method the "
@@ -175,7 +179,7 @@ async def _completed(spec: Spec, variant: Variant, fix: fixes.Fix, host: Host, o
 async def _run(spec: Spec, variant: Variant, host: Host, store: Store, reporter: Reporter,
                overrides: tuple[str, ...], fix: fixes.Fix | None = None) -> dict[str, Any]:
     """One ordinary recorded run of `variant`; its record as `orch show --json` gives it."""
-    patches = tuple(spec.patches.get(n) or _added(n, variant, fix) for n in variant.patches)
+    patches = tuple(spec.patches.get(n) or _added(n, variant, fix, spec.engine) for n in variant.patches)
     derived = _derived(spec, variant, patches, fix.checkpoints if fix else ())
     outcomes = await sweep.run_all(derived, _plans(derived, overrides, host), [host], store, reporter)
     outcome = outcomes[0]
@@ -184,9 +188,16 @@ async def _run(spec: Spec, variant: Variant, host: Host, store: Store, reporter:
     return reading.record(store, reading.get(store, str(outcome.run_id)))
 
 
-def _added(name: str, variant: Variant, fix: fixes.Fix | None) -> PatchDef:
+def _engine_probes(engine: str) -> probe_seam.Probes:
+    """The engine's `probes` module's offer (each engine package keeps one)."""
+    module = importlib.import_module(f"orchestrator.engines.{engine}.probes")
+    offer: probe_seam.Probes = module.PROBES
+    return offer
+
+
+def _added(name: str, variant: Variant, fix: fixes.Fix | None, engine: str) -> PatchDef:
     """A patch the doctor wrote (a probe or the fix's), by name."""
-    for patch in (*(fix.patches if fix else ()), *(p for probe in probe_book.ALL for p in probe.patches)):
+    for patch in (*(fix.patches if fix else ()), *(p for probe in _engine_probes(engine).probes for p in probe.patches)):
         if patch.name == name:
             return patch
     raise SpecError(f"orch doctor: variant {variant.name} names patch {name}, which nothing defines")

@@ -15,7 +15,7 @@ from .evidence import Evidence
 FITS = 1.5  # an accept length at or above this: the draft is accepted (a broken draft sits at ~1.0)
 
 CODES = {  # code -> what it means (the preflight's own codes keep their meaning)
-    "algorithm-not-eagle3": "the launch names EAGLE (or vLLM's eagle) for an EAGLE-3 draft: aux capture stays off",
+    "algorithm-not-eagle3": "the launch names EAGLE, not EAGLE3, for an EAGLE-3 draft: aux capture stays off",
     "aux-capture-missing": "the target class cannot set the layers to capture: EAGLE3 fails at start-up",
     "aux-capture-off": "EAGLE3 is asked but the target hands over one layer (the draft config turns capture off)",
     "aux-layers-mismatch": "the target captures fewer layers than the draft's fc takes (a target with too few layers)",
@@ -27,7 +27,6 @@ CODES = {  # code -> what it means (the preflight's own codes keep their meaning
     "server-failed": "the server did not serve: the engine's diagnosis names why",
     "none": "nothing is wrong: the accept length fits",
 }
-_ALGORITHM_PARAMS = {"speculative_algorithm": ("EAGLE", "NEXTN"), "speculative_method": ("eagle",)}
 _LAYER_PARAMS = ("midlayer.", "layers.", "fc.")  # draft parameters a checkpoint must fill (embed/head may come from the target)
 # a matrix left at its random init is a dropped key; a norm of ones may equal its init by chance
 _MATRICES = ("proj", "fc.")
@@ -56,15 +55,6 @@ def decide(evidence: Evidence) -> Decision:
     return Decision("draft-rejected", (evidence.acceptance_line(), *evidence.probe_lines.values()), "acceptance")
 
 
-def _algorithm_named(evidence: Evidence) -> str | None:
-    """`speculative_algorithm=EAGLE` (or vLLM's `eagle`) as the run asked it, when it did."""
-    for name, values in _ALGORITHM_PARAMS.items():
-        value = evidence.params.get(name)
-        if isinstance(value, str) and value in values:
-            return f"{name}={value}"
-    return None
-
-
 def hidden_width(evidence: Evidence) -> Decision | None:
     """The width reaching the draft against what its fc takes: one layer where fc takes several is
     the launch's algorithm (or capture off); some layers but not all is a target with too few."""
@@ -74,7 +64,7 @@ def hidden_width(evidence: Evidence) -> Decision | None:
         return None
     line = evidence.probe_lines["hidden-width"]
     if hidden and width == hidden:
-        asked = _algorithm_named(evidence)
+        asked = evidence.one_layer_launch
         capture = evidence.probe_lines.get("capture", "no capture line: the engine never asked the target to capture")
         if asked:
             return Decision("algorithm-not-eagle3", (line, f"the launch asked {asked}", capture), "probe hidden-width")
