@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 
-from . import render, spec as specs, yamlfile
+from . import objective as objectives, render, spec as specs, yamlfile
 from orchestrator.errors import SpecError
 from .spec import WORKLOAD_PREFIX, RunPlan, Spec
 
@@ -49,10 +49,21 @@ def check(spec: Spec, plans: list[RunPlan], overrides: list[str]) -> None:
     _check_matrix(spec, located, given, used)
     _check_set(spec, located, given, used)
     _check_expect(spec, located)
+    _check_objective(spec, located)
     for plan in plans:
         for name, bounds in WHOLE_NUMBERS.items():
             if name in plan.params:
                 _whole_number(plan.params[name], name, bounds, _param_where(located, plan, name, given))
+
+
+def _check_objective(spec: Spec, located: yamlfile.Located) -> None:
+    """The objective's metrics are ones a run records, as `expect` keys are (a tool names its own)."""
+    if spec.objective is None or spec.workload.tool is not None:
+        return
+    body = located.get("objective")
+    mapping = body if isinstance(body, yamlfile.Located) else yamlfile.Located()  # spec.load saw it is one
+    objectives.check_metrics(spec.objective, METRICS, lambda key: mapping.where(key) if key in mapping else
+                             located.where("objective"), "a metric a run records")
 
 
 def _check_matrix(spec: Spec, located: yamlfile.Located, given: dict[str, Any], used: set[str] | None) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import datasets, names as identifiers, render, yamlfile
+from . import datasets, names as identifiers, objective as objectives, render, yamlfile
 from .defaults import (DEFAULT_DEBUG_PATTERN as DEFAULT_DEBUG_PATTERN, HOST_SPECIFIC_PARAMS as HOST_SPECIFIC_PARAMS,
                        PATCHED_SITE as PATCHED_SITE)  # named as spec.* too
 from orchestrator import engines
@@ -102,6 +102,7 @@ class Spec:
     fresh_server: bool = False  # `fresh_server: true`: every run launches its own server (no reuse)
     nodes: int = 1  # `nodes: N`: each run spans N hosts (run/multinode.py)
     template_folders: tuple[Path, ...] = ()  # `template_folders:` more folders a template may come from
+    objective: objectives.Objective | None = None  # `objective:` what ranks configurations (None: throughput)
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class RunPlan:
 TOP_KEYS = {
     "name", "description", "hosts", "template", "params", "env", "patches", "variants",
     "matrix", "repeats", "workload", "debug_pattern", "ready_timeout", "checkpoints", "preflight", "extra_params",
-    "secrets", "engine", "fresh_server", "nodes", render.FOLDERS_KEY,
+    "secrets", "engine", "fresh_server", "nodes", "objective", render.FOLDERS_KEY,
 }
 WORKLOAD_PREFIX = "workload."  # a matrix or --set key `workload.concurrency` varies the workload, not a param
 
@@ -191,7 +192,17 @@ def load(path: Path) -> Spec:
         extra_params=_names(data, "extra_params"),
         secrets=_env_names(data, "secrets"),
         template_folders=render.named_folders(data.get(render.FOLDERS_KEY), path.parent, data.where(render.FOLDERS_KEY)),
+        objective=_objective(data),
     )
+
+
+def _objective(data: Located) -> objectives.Objective | None:
+    """`objective:` checked for its shape here, its metric names by plancheck (as `expect` keys)."""
+    if "objective" not in data:
+        return None
+    value = data["objective"]
+    body = value if isinstance(value, Located) else Located(source=data.source, line=data.line_of("objective"))
+    return objectives.parse(value, lambda key: body.where(key) if key in body else data.where("objective"))
 
 
 def expand(spec: Spec, overrides: Sequence[str] = (), variants: tuple[str, ...] = ()) -> list[RunPlan]:
