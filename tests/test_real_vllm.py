@@ -31,6 +31,10 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, dict[
     for folder, name in (("templates", "vllm_launch.sh.j2"), ("experiments", "vllm_real.yaml")):
         (project / folder).mkdir()
         shutil.copy(ROOT / folder / name, project / folder / name)
+    experiment = project / "experiments" / "vllm_real.yaml"  # layers0 also asks vLLM to fit its length (-1)
+    experiment.write_text(experiment.read_text().replace(
+        'params: {draft_model_path: "{{ checkpoints.draft_layers0 }}"}',
+        'params: {draft_model_path: "{{ checkpoints.draft_layers0 }}", max_model_len: -1}'))
     (project / ".tinymodels").symlink_to(models)
     (project / "inventory.yaml").write_text(f"hosts:\n  vllm-cpu:\n    transport: local\n"
                                             f"    workdir: {project / 'host'}\n    python: {python}\n")
@@ -125,3 +129,15 @@ def test_orch_import_reads_each_real_log_as_the_run_did(sweep, tmp_path):
             assert accept_lengths(again)["spec_decode_log"] == pytest.approx(accept_lengths(rec)["spec_decode_log"])
         else:
             assert again["diagnosis"]["kind"] == rec["diagnosis"]["kind"]
+
+
+def test_a_length_the_real_engine_fitted_is_recorded_as_it_ran(sweep):
+    """`--max-model-len -1` (0.32.0 config/model.py:2624): the engine runs the target's derived length
+    and logs its auto-fit; the run records 512 as effective and a param-adjusted event with that line."""
+    project, done, records = sweep
+    layers0 = records["layers0"]
+    assert layers0["params"]["max_model_len"] == -1 and layers0["effective_params"]["max_model_len"] == 512
+    [event] = [e["message"] for e in layers0["events"] if e["kind"] == "param-adjusted"]
+    assert event.startswith("max_model_len: the command asked -1, the engine ran 512: ") and "Auto-fit" in event, event
+    assert not [e for e in records["fitting"]["events"] if e["kind"] == "param-adjusted"]  # it ran what it asked
+    assert (done.stdout + done.stderr).count("param adjusted by the engine") == 1

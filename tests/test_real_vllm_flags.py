@@ -146,3 +146,52 @@ params: {{entrypoint: module, model_path: {models / 'target'}, tp_size: 1, specu
                           timeout=300, cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "method-eagle-with-eagle3-draft" in done.stdout
+
+
+def _orch(tmp_path: Path, inventory: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", "--inventory", str(inventory), "--db",
+                           f"sqlite:///{tmp_path}/o.db", *args], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+
+def _sweep_spec(tmp_path: Path, extra: str = "") -> Path:
+    models = realvllm.models()
+    spec = tmp_path / "exp.yaml"
+    spec.write_text(f"""name: real_sweep
+engine: vllm
+hosts: [cpu]
+template: {ROOT / 'templates' / 'vllm_launch.sh.j2'}
+params: {{entrypoint: module, model_path: {models / 'target'}, draft_model_path: {models / 'draft'}, tp_size: 1,
+          speculative_method: eagle3, num_speculative_tokens: 3, port: 30126{extra}}}
+patches:
+  debug-print:
+    file: vllm:model_executor/models/llama_eagle3.py
+    find: "this text is in no file"
+    insert_after: "print('[DEBUG] here', flush=True)"
+variants:
+  patched: {{patches: [debug-print]}}
+matrix:
+  num_speculative_tokens: [1, 2, 3, 4]
+""")
+    return spec
+
+
+def test_a_bad_anchor_in_a_4_plan_sweep_on_the_real_engine_is_one_line_and_no_run(tmp_path):
+    """The real installed vLLM file is read once: 0 matches is one line, exit 2, no run recorded,
+    the wheel's files as it wrote them."""
+    inventory = _inventory(tmp_path)
+    done = _orch(tmp_path, inventory, "run", str(_sweep_spec(tmp_path)))
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = {line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error")}
+    assert "debug-print" in line and "0 times" in line and "llama_eagle3.py" in line, line
+    listed = _orch(tmp_path, inventory, "ls", "--json")
+    assert json.loads(listed.stdout) == []
+    assert not list((tmp_path / "host").glob("runs/*"))
+    assert realvllm.record_mismatches()[1] == []
+
+
+def test_a_params_typo_is_refused_before_the_real_host(tmp_path):
+    inventory = _inventory(tmp_path)
+    done = _orch(tmp_path, inventory, "run", str(_sweep_spec(tmp_path, ", speculative_metod: eagle")))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "param 'speculative_metod' is read by nothing" in done.stderr and "did you mean 'speculative_method'?" in done.stderr
+    assert not (tmp_path / "host").exists()
