@@ -96,3 +96,36 @@ def test_plain_options_convert_as_typer_converts_them(tmp_path):
     assert bad.exit_code == 2 and "'fast' is not a number" in bad.output
     bad = runner.invoke(app, ["p", "--port", "11"])
     assert bad.exit_code == 2 and "10" in bad.output
+
+
+# One command line in a fresh process (what a command imports stays loaded for the next); prints its
+# exit code and the ORM modules loaded, after its own output
+ORM_PROBE = """
+import sys
+import orchestrator.cli as cli
+sys.argv = ["orch", *sys.argv[1:]]
+code = 0
+try:
+    cli.main()
+except SystemExit as exc:
+    code = exc.code
+print("\\n@@EXIT", code, "@@LOADED", *[name for name in ("sqlalchemy", "sqlmodel") if name in sys.modules])
+"""
+
+
+@pytest.mark.parametrize("args", [("run", "experiments/eagle_debug.yaml", "--dry-run"),
+                                  ("check", "experiments/eagle_debug.yaml"), ("--help",)],
+                         ids=["run-dry-run", "check", "help"])
+def test_commands_that_write_no_run_load_no_orm_and_make_no_database(tmp_path, args):
+    """A dry run, a check and the help write no run: neither SQLAlchemy nor SQLModel is imported
+    (they were a third of a dry run's start) and the database file is not even made."""
+    db = tmp_path / "orch.db"
+    done = subprocess.run([sys.executable, "-c", ORM_PROBE, "--db", f"sqlite:///{db}", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    output, _, tail = done.stdout.rpartition("\n@@EXIT ")
+    code, _, loaded = tail.partition("@@LOADED")
+    assert code.strip() == "0", done.stdout + done.stderr
+    assert output.strip()  # the command did its work: a dry run's script, a check's findings, the usage
+    assert loaded.strip() == ""
+    assert not db.exists()

@@ -14,13 +14,16 @@ import os
 import signal
 from collections import Counter
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.core.spec import RunPlan
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from orchestrator.host import server
-from orchestrator.store.database import INTERRUPTED, RUNNING, SUCCEEDED, PatchRow, Run, Store, controller_runs
+from orchestrator.store.reading import INTERRUPTED, RUNNING, SUCCEEDED
 from . import ui
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import Run, Store
 
 T = TypeVar("T")
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -91,6 +94,7 @@ def _detach_terminal() -> None:
 
 def still_left(store: Store, controller: str, since: str) -> list[str]:
     """What the cleanup has not finished, host by host, and the command that finishes it."""
+    from orchestrator.store.database import controller_runs
     running = [r for r in controller_runs(store, controller, since) if r.status == RUNNING]
     if not running:
         return ["nothing left running; orch exits once every host's connection is closed"]
@@ -102,6 +106,7 @@ def still_left(store: Store, controller: str, since: str) -> list[str]:
 def report(store: Store, controller: str, since: str, hosts: list[str], plans: list[RunPlan], why: str) -> list[Any]:
     """Print what the interruption did on each host; return the outcomes for the summary: every run
     this command made, then each plan it never started."""
+    from orchestrator.store.database import controller_runs
     from orchestrator.run.execute import Outcome
 
     made = controller_runs(store, controller, since)
@@ -120,6 +125,7 @@ def report(store: Store, controller: str, since: str, hosts: list[str], plans: l
 
 
 def _host_line(runs: list[Run], store: Store) -> str:
+    from orchestrator.store.database import PatchRow
     cut = [r for r in runs if r.status == INTERRUPTED]
     if not cut:
         return f"no run was in progress; {len(runs)} run(s) had ended"

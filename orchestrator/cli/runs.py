@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import typer
 
@@ -46,7 +46,7 @@ def run(
     if accept_drift:
         spec = dataclasses.replace(spec, accept_drift=True)
     plans = plankey.fingerprinted(spec, plans)
-    store = _store()
+    store = cast("Store", _OpenedWhenUsed()) if dry_run else _store()  # a dry run records nothing
     if resume:
         plans = _unfinished(store, spec.name, plans)
         if not plans:
@@ -74,6 +74,19 @@ def run(
         for error in dict.fromkeys(o.error for o in outcomes if o.error):
             ui.error(error)
     raise typer.Exit(max((o.exit_code for o in outcomes), default=EXIT_OK, key=_severity))
+
+
+class _OpenedWhenUsed:
+    """The database of a dry run, opened only if something asks it (an interrupted dry run's report):
+    a dry run writes no run, so it loads no ORM (a third of its start) and makes no database file."""
+
+    def __init__(self) -> None:
+        self._store: Store | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._store is None:
+            self._store = _store()
+        return getattr(self._store, name)
 
 
 def _severity(code: int) -> int:

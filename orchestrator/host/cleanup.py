@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import server
 from orchestrator.core import shell
-from orchestrator.store.database import RUNNING, Run, Store
+from orchestrator.store.reading import RUNNING
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import Run, Store
 
 
 @dataclass(frozen=True)

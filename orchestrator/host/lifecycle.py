@@ -17,7 +17,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.core import shell
 from orchestrator.core.inventory import Host
@@ -26,12 +26,14 @@ from orchestrator.engines.base import Engine, Say
 from orchestrator.errors import HostError, OrchError
 from orchestrator.remote.group import fan_out, uncancelled
 from orchestrator.remote.slurm import NodeConnection
-from orchestrator.store.database import Store
 from . import rehearsal
 from .journal import Journal
 from .lock import HostLock
 from .recovery import Recovery, recover
 from .session import HostSession
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import Store
 
 T = TypeVar("T")
 

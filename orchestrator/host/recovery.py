@@ -4,17 +4,21 @@ left applied, runs left `running`. Called holding the host lock, before any new 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import drift, server
 from orchestrator.core import patching, shell
 from orchestrator.engines.base import Say
-from orchestrator.store import database as store_queries
 from orchestrator.errors import OrchError
 from .journal import APPLIED, REVERTED, PatchRecord
 from .lock import Holder
 from .session import HostSession
 from orchestrator.core.clock import now
-from orchestrator.store.database import INTERRUPTED, RUNNING, PatchRow, Run, Store
+from orchestrator.store.reading import INTERRUPTED, RUNNING
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import Run, Store
+
 
 @dataclass(frozen=True)
 class Recovery:
@@ -48,6 +52,7 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
     and mark their runs interrupted with the reason. `force` also restores drifted files (files
     that changed after orch patched them, or since its revert left them: `drift.py`), each shown
     first with the change being undone."""
+    from orchestrator.store import database as store_queries
     name = session.host.name
     if force:
         await _show_drift(session, report)
@@ -100,6 +105,7 @@ def _finished_reverts(store: Store, run: Run, states: dict[int, str], journaled:
     """Patches the database still calls applied whose journal record is gone: the journal deletes a
     record only once the restored file's hash equals `before`, so their revert finished (the
     controller died before it could record that)."""
+    from orchestrator.store.database import PatchRow
     rows = store.children(run, PatchRow)
     return {r.seq: REVERTED for r in rows
             if r.node == node and r.state == APPLIED and r.seq not in states and (run.uid, r.seq) not in journaled}

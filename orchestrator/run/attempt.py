@@ -18,9 +18,9 @@ from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.engines.base import Engine
 from orchestrator.host.push import Progress
 from orchestrator.host.session import HostSession
-from orchestrator.store.database import Run, Store
 
 if TYPE_CHECKING:
+    from orchestrator.store.database import Run, Store
     from .serving import Serving
 
 

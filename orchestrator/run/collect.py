@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core import spec as specs
 from orchestrator.core.spec import RunPlan, Workload
 from orchestrator.engines.base import HEADLINE, LogReport, Measures, WorkloadResult
 from orchestrator.remote.reconnecting import Reconnection
 from orchestrator.run import workload
-from orchestrator.store.database import DebugRow, EventRow, HistogramRow, MetricRow, RequestRow, Run, SeriesRow, Store
 from orchestrator.run.logrows import debug_values, judge, series_values  # shared with `orch import`
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import Run, SeriesRow, Store
 
 
 def workload_metrics(result: WorkloadResult) -> dict[str, Any]:
@@ -28,6 +30,7 @@ def workload_metrics(result: WorkloadResult) -> dict[str, Any]:
 
 def store_requests(store: Store, run: Run, result: WorkloadResult, load: Workload) -> None:
     """The workload's requests, one row each (in one INSERT), and what every request was sent with."""
+    from orchestrator.store.database import RequestRow
     sent = {"endpoint": load.endpoint, "max_new_tokens": load.max_new_tokens, **workload.sampling(load)}
     if load.dataset is not None:
         sent.update(dataset=load.dataset, format=load.format, num_prompts=load.num_prompts, seed=load.seed)
@@ -42,6 +45,7 @@ def store_requests(store: Store, run: Run, result: WorkloadResult, load: Workloa
 def record(store: Store, run: Run, metrics: dict[str, Any], measures: Measures) -> tuple[list[str], list[str]]:
     """Every measure of the run with its source (the first accept length is the headline), orch's
     own metrics, the engine's histograms; flags and notes. `metrics` gains each measure's first value."""
+    from orchestrator.store.database import HistogramRow, MetricRow
     headlines = [m for m in measures.values if m.name == HEADLINE]
     rows = [MetricRow(run_id=run.id, name=m.name, value=m.value, source=m.source, note=m.note) for m in headlines]
     own = dict(metrics)
@@ -59,6 +63,7 @@ def record(store: Store, run: Run, metrics: dict[str, Any], measures: Measures) 
 
 def store_log(store: Store, run: Run, log: bytes, report: LogReport) -> None:
     """The log and what was read from it once: its series and its debug lines."""
+    from orchestrator.store.database import DebugRow, SeriesRow
     store.save_log(run, log)  # the store hides the run's secrets in all it writes
     # tens of thousands of rows for a long log: written as column values in one INSERT each
     store.add_children(SeriesRow, series_values(run.id, report))
@@ -66,6 +71,7 @@ def store_log(store: Store, run: Run, log: bytes, report: LogReport) -> None:
 
 
 def series_rows(run_id: int, report: LogReport) -> list[SeriesRow]:
+    from orchestrator.store.database import SeriesRow
     return [SeriesRow(run_id=run_id, kind=p.kind, seq=p.seq, time=p.time, values=dict(p.values)) for p in report.series]
 
 
@@ -74,6 +80,7 @@ def record_reconnections(store: Store, run: Run, host: str, reopened: Sequence[R
     """Each link reopened from `since` on becomes a "reconnected" event. Returns a clause for the
     run's error when one was reopened from `workload_from` on (the workload was running): its HTTP
     requests went through the forward of the old link and were cut, which their error does not say."""
+    from orchestrator.store.database import EventRow
     store.add(*(EventRow(run_id=run.id, at=link.at, kind="reconnected",
                          message=f"the SSH link to {host} was reopened after it was lost: {link.reason}")
                 for link in reopened[since:]))

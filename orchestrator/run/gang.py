@@ -35,7 +35,7 @@ from orchestrator.host import lifecycle
 from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.host.session import HostSession
 from orchestrator.remote.group import fan_out
-from orchestrator.store.database import FAILED
+from orchestrator.store.reading import FAILED
 from . import multinode
 from .execute import Outcome
 from .slots import able

@@ -35,7 +35,6 @@ from orchestrator.engines.base import Diagnosis, Engine
 from orchestrator.errors import HostError, OrchError, ServerError, SpecError
 from orchestrator.host import occupancy, patchcheck, server
 from orchestrator.host.session import HostSession, package_dir, package_version
-from orchestrator.store.database import DebugRow, SeriesRow
 from . import logrows, serving, stages
 from .attempt import Attempt, Stage
 
@@ -269,6 +268,7 @@ async def _cut_short_launch(peer: Attempt) -> None:
 
 def record_logs(logs: Sequence[tuple[Attempt, bytes]], patched: Sequence[str]) -> None:
     """Each other node's log, its debug lines and series, tagged with its rank."""
+    from orchestrator.store.database import DebugRow, SeriesRow
     for peer, log in logs:
         if peer.serving is None:
             continue

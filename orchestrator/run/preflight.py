@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from orchestrator.engines.finding import Finding, blocking
 from orchestrator.errors import PreflightError
-from orchestrator.store.database import FindingRow
 from .attempt import Attempt
 
 
 async def gate(attempt: Attempt) -> None:
     """Findings stored and reported; errors raise, except those the experiment allows (still
     reported and stored, marked allowed)."""
+    from orchestrator.store.database import FindingRow
     spec, plan, store, run, context = attempt.spec, attempt.plan, attempt.store, attempt.run, attempt.context
     if not spec.preflight:
         store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")

@@ -25,12 +25,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from orchestrator.host import server
-from orchestrator.store.database import PatchRow, Run
 from . import sharing, stages
 from .attempt import Attempt
 from .queue import Entry
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import PatchRow, Run
 
 Keep = Callable[[], Awaitable[bool]]  # does another plan of the key take the server now? (it is then reserved)
 
@@ -75,6 +78,7 @@ def launched(attempt: Attempt, srv: server.Server) -> Serving:
 def join(attempt: Attempt, serving: Serving) -> None:
     """The attempt's run uses the server an earlier run of its key left up: the launching run's
     patch rows become its own (the same files, applied once), and the event names the server."""
+    from orchestrator.store.database import PatchRow
     run, launcher, store = attempt.run, serving.launcher.run, attempt.store
     store.add(*(PatchRow(run_id=run.id, seq=row.seq, name=row.name, target=row.target, file=row.file,
                          sha256_before=row.sha256_before, sha256_after=row.sha256_after, state=row.state)

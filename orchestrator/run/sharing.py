@@ -23,15 +23,18 @@ import asyncio
 import enum
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from orchestrator.core.spec import PatchDef
 from orchestrator.errors import PatchError
 from orchestrator.host.journal import Journal
 from orchestrator.host.patchcheck import Prepared
 from orchestrator.host.session import HostSession
-from orchestrator.store.database import PatchRow, Run
 from . import slots
 from .attempt import Attempt
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import PatchRow, Run
 
 
 class State(enum.Enum):
@@ -89,6 +92,7 @@ async def prepared_for(journal: Journal, patches: tuple[PatchDef, ...]) -> list[
 
 async def join(attempt: Attempt) -> bool:
     """Join the set if another run has it applied: True (nothing to write), else False."""
+    from orchestrator.store.database import PatchRow
     patches = attempt.plan.patches
     shared = await _current(attempt.session.journal, patches) if patches else None
     if shared is None:

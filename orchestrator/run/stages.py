@@ -7,7 +7,7 @@ import asyncio
 import posixpath
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core import patching, shell
 from orchestrator.errors import HostError
@@ -15,13 +15,16 @@ from orchestrator.core.spec import Spec
 from orchestrator.host import checkpoint, overlay, server
 from orchestrator.host.journal import APPLIED, DRIFTED, REVERTED
 from orchestrator.host.patchcheck import Prepared
-from orchestrator.store.database import CheckpointRow, PatchRow, Run
 from . import sharing, slots
 from .attempt import Attempt
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import PatchRow, Run
 
 
 async def push_checkpoints(attempt: Attempt) -> None:
     """Every checkpoint of the experiment to its dest on the host, recorded with the run."""
+    from orchestrator.store.database import CheckpointRow
     spec = attempt.spec
     if not spec.checkpoints:
         return
@@ -49,6 +52,7 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
     """Each prepared patch applied, its journal record written before the file changes; nothing
     written when another run on the host has the same patch set applied (`sharing.py`); an
     isolated run's go to its own copy of their packages instead (`slots.py`)."""
+    from orchestrator.store.database import PatchRow
     if overlay.PARAM in attempt.context["params"]:
         return await _patch_a_copy(attempt, prepared)
     if await sharing.join(attempt):
@@ -94,6 +98,7 @@ async def _ensure_writable(attempt: Attempt, prepared: list[Prepared]) -> None:
 async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
     """The run's own copy of the packages its patches (and the set applied in place now) touch,
     holding its patched text and the original text of that set's files (`host/overlay.py`)."""
+    from orchestrator.store.database import PatchRow
     session, store, run = attempt.session, attempt.store, attempt.run
     site = attempt.context["params"][overlay.PARAM]
     texts = await sharing.originals(session)  # resolves the in-place set's targets: their packages are known
@@ -112,6 +117,7 @@ async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
 
 async def _remove_copy(attempt: Attempt, owner: Attempt, users: Sequence[Run]) -> list[str]:
     """An isolated run's revert: its copy removed (the installed files never changed)."""
+    from orchestrator.store.database import PatchRow
     site = owner.context["params"][overlay.PARAM]
     await overlay.remove(attempt.session.conn, site)
     rows = attempt.store.children(owner.run, PatchRow)

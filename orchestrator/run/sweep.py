@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from typing import TYPE_CHECKING
 
 from orchestrator import engines
 from orchestrator.core.inventory import Host
@@ -18,13 +19,15 @@ from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.host.session import HostSession
 from orchestrator.remote import slurm
 from orchestrator.remote.group import uncancelled
-from orchestrator.store import database as store_queries
-from orchestrator.store.database import FAILED, Store
+from orchestrator.store.reading import FAILED
 from . import gang, multinode, owncheck, serving
 from .attempt import Reporter
 from .execute import Outcome, controller, dry_run_nodes, dry_run_one, run_one
 from .queue import Entry, Queue, check_fits
 from .slots import Lease, Slots, able
+
+if TYPE_CHECKING:  # the ORM is imported where rows are written
+    from orchestrator.store.database import Store
 
 
 def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]]:
@@ -249,5 +252,6 @@ def _record_retry(store: Store, entry: Entry, outcome: Outcome, host: str) -> No
 
 
 def _current_run(store: Store, host: str) -> str:
+    from orchestrator.store import database as store_queries
     running = store_queries.running_runs(store, host, controller())
     return running[-1].uid if running else ""
