@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # only the annotation: the engine seam imports nothing of orch's, errors.py nothing of it
-    from orchestrator.engines.base import Diagnosis
+if TYPE_CHECKING:  # only the annotation: the records sit on the bottom floor, below every error
+    from orchestrator.records import Diagnosis
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1

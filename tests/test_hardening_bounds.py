@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_import import FIXTURES, orch
 
-from orchestrator.core.bounds import LINE_BOUND, cut_line
+from orchestrator.bounds import LINE_BOUND, cut_line
 from orchestrator.engines.base import Diagnosis
 
 HUGE = 100 * 2**20

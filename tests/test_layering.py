@@ -1,13 +1,14 @@
 """The floor plan, checked on the source: every module of `orchestrator/` parsed with `ast`.
 
 Layers (a module's layer is its folder; the engine-neutral modules directly in `engines/` are the
-engine *seam*, `engines/__init__.py` is the *registry*, the engine packages `engines/<name>/` are
-*engines*):
+engine *seam*, `engines/__init__.py` and `engines/registry.py` are the *registry*, the engine
+packages `engines/<name>/` are *engines*):
 
     layer     folder / modules                            may import (besides its own layer)
     -------   -----------------------------------------   ---------------------------------------------
-    errors    errors.py                                   seam (typed evidence, e.g. a Diagnosis)
-    registry  engines/__init__.py                         seam (engine modules named as strings, loaded on use)
+    records   records.py, bounds.py (the bottom floor)    nothing of orch's; every layer imports it
+    errors    errors.py                                   records (typed evidence, e.g. a Diagnosis)
+    registry  engines/__init__.py, engines/registry.py    seam (engine modules named as strings, loaded on use)
     seam      engines/base.py, fields, finding, ...       errors, core; host, remote in annotations only
     core      core/                                       errors, registry       (pure: see below)
     remote    remote/                                     errors, core
@@ -32,7 +33,7 @@ and rehearsal stand-in, as strings; it imports an engine only when asked for one
 (which engines an experiment may name, their templates, codes and rehearsal releases).
 
 Four rules beside the table:
-(a) `core/` is pure: it imports no orch layer but errors and the registry (no engine, not even the seam) and none of
+(a) `core/` is pure: it imports no orch layer but the records, errors and the registry (no engine, not even the seam) and none of
     asyncio, asyncssh, sqlmodel, sqlalchemy.
 (b) third-party seams: asyncssh only in remote/, sqlmodel and sqlalchemy only in store/, typer and
     rich only in cli/, plotly only in report/, torch, transformers, tokenizers and safetensors only in
@@ -62,7 +63,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "orchestrator"
 
 ALLOWED: dict[str, frozenset[str]] = {
-    "errors": frozenset({"seam"}),
+    "records": frozenset(),
+    "errors": frozenset({"records"}),
     "registry": frozenset({"seam"}),
     "seam": frozenset({"errors", "core"}),
     "core": frozenset({"errors", "registry"}),
@@ -78,6 +80,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "tinymodels": frozenset({"errors", "host"}),  # a leaf: in no other layer's set
 }
 TYPING_ONLY: dict[str, frozenset[str]] = {"seam": frozenset({"host", "remote"})}  # under `if TYPE_CHECKING:` only
+BOTTOM_FLOOR = {"records", "bounds"}  # the modules every layer may import: they import nothing of orch's
 FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli", "tinymodels"}  # a folder that is a layer of its own
 
 CORE_FORBIDDEN_LIBRARIES = {"asyncio", "asyncssh", "sqlmodel", "sqlalchemy"}
@@ -147,12 +150,14 @@ def layer_of(dotted: str) -> str | None:
         return None
     if len(parts) == 1:
         return "top"
+    if len(parts) == 2 and parts[1] in BOTTOM_FLOOR:
+        return "records"
     if len(parts) == 2 and parts[1] == "errors":
         return "errors"
     if parts[1] in FOLDERS:
         return parts[1]
     if parts[1] == "engines":
-        if len(parts) == 2:
+        if len(parts) == 2 or parts[2:] == ["registry"]:
             return "registry"
         if (PACKAGE / "engines" / parts[2]).is_dir():
             return "engines"
@@ -203,7 +208,7 @@ def core_impurities(modules: list[Module]) -> list[str]:
             top = target.split(".")[0]
             if top in CORE_FORBIDDEN_LIBRARIES:
                 found.append(f"{module.where}:{line}: core imports {target}")
-            elif layer is not None and layer not in {"core", "errors", "registry"}:
+            elif layer is not None and layer not in {"core", "errors", "registry", "records"}:
                 found.append(f"{module.where}:{line}: core imports {target} ({layer})")
     return found
 
@@ -218,8 +223,8 @@ def upward_imports(modules: list[Module]) -> list[str]:
         typing_only = typing_only_lines(module)
         for target, line in imports(module):
             layer = layer_of(target)
-            if layer is None or layer == own or layer in ALLOWED[own]:
-                continue
+            if layer is None or layer == own or layer == "records" or layer in ALLOWED[own]:
+                continue  # the bottom floor is every layer's
             if line in typing_only and layer in TYPING_ONLY.get(own, frozenset()):
                 continue
             found.append(f"{module.where}:{line}: {own} imports {target} ({layer})")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import names, render, yamlfile
-from orchestrator import engines
+from orchestrator.engines import registry as engines
 from orchestrator.errors import SpecError
 from .spec import ENV_NAME
 

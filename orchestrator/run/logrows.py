@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.core.bounds import cut_line, cut_values
+from orchestrator.bounds import cut_line, cut_values
 from orchestrator.engines.base import LogReport, Measure
 
 REJECTED_AT_OR_BELOW = 1.05
