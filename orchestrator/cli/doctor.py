@@ -10,7 +10,8 @@ from typing import Any, Optional
 import typer
 
 from orchestrator.errors import EXIT_OK, SpecError
-from . import _split, _store, app, dumps, settings, ui
+from . import ui
+from .app import _split, _store, app, dumps, settings
 
 _EXIT_NOT_CONFIRMED = 1
 

@@ -12,7 +12,7 @@ from orchestrator.core import inventory as inventories
 from . import ui
 from .text import line
 from orchestrator.errors import EXIT_OK, EXIT_RUN_FAILED, OrchError
-from . import _split, _store, app, dumps, hosts_app, settings
+from .app import _split, _store, app, dumps, hosts_app, settings
 
 if TYPE_CHECKING:
     from orchestrator.host.journal import PatchRecord

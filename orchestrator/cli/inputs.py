@@ -12,7 +12,7 @@ from orchestrator.core import inventory as inventories, spec as specs
 from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
 from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
-from . import SET_HELP, _load, app, dumps, settings
+from .app import SET_HELP, _load, app, dumps, settings
 
 
 @app.command()

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from orchestrator import engines
 from orchestrator.engines.base import MetricInfo
-from .text import line
+from .text import fmt, line
 
 if TYPE_CHECKING:
     from orchestrator.run.attempt import Stage
@@ -162,8 +162,6 @@ class Board:
             self._live.refresh()
 
     def table(self) -> Table:
-        from .ui import fmt  # ui imports this module
-
         metrics = self._metrics()
         table = Table(title="runs in progress", title_justify="left")
         for column in ("run", "variant", "host", "GPUs", "phase", "elapsed", *(m.label for m in metrics), "last"):

@@ -9,7 +9,7 @@ import typer
 from orchestrator.core import diff as diffs, inventory as inventories
 from . import ui
 from orchestrator.errors import SpecError
-from . import _reader, app, dumps, settings
+from .app import _reader, app, dumps, settings
 from .compare import WHERE_HELP, emit, parse_where
 
 RUN_HELP = "A run: its id (12), a unique prefix of its uid, `last` or `last~N`."

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from . import _reader, app, ui
+from . import ui
+from .app import _reader, app
 from orchestrator.errors import SpecError
 
 

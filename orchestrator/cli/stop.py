@@ -19,7 +19,7 @@ import typer
 
 from orchestrator.errors import EXIT_OK, OrchError, SpecError
 from . import ui
-from . import _store, app
+from .app import _store, app
 from .hosts import _chosen, _on_hosts
 
 if TYPE_CHECKING:

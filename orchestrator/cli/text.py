@@ -39,3 +39,14 @@ def block(text: object) -> str:
     from rich.markup import escape
 
     return escape(visible(text, block=True))
+
+
+def fmt(value: object) -> str:
+    """A value as a table cell shows it: `-` for none, a float to three places (one from 100 on)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 1:
+            return str(int(value))
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)

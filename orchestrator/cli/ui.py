@@ -13,7 +13,7 @@ from rich.table import Table
 from orchestrator.core.diff import Row
 from orchestrator.engines.base import MetricInfo
 from . import live
-from .text import block, line, visible
+from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
 
 if TYPE_CHECKING:
     from orchestrator.run.attempt import Stage
@@ -24,16 +24,6 @@ _WIDTH = None if sys.stdout.isatty() else 160
 console = Console(highlight=False, width=_WIDTH)
 errors = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
-
-
-def fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value.is_integer() and abs(value) >= 1:
-            return str(int(value))
-        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
-    return str(value)
 
 
 def progress(label: str, message: str) -> None:
