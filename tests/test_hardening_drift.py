@@ -155,19 +155,15 @@ def test_a_dry_run_stops_on_drift_too(project):
 def test_a_file_changed_during_a_run_is_drift_for_the_next_one(tmp_path: Path):
     """The journal's drifted record (orch left the file as it found it after the run): the next run's
     check names it; accepting it retires the record, so the file as it is becomes the install."""
-    from orchestrator.core.inventory import Host
     from orchestrator.core.spec import PatchDef
     from orchestrator.host import drift
-    from orchestrator.host.journal import DRIFTED, Journal
-    from orchestrator.host.session import HostSession
-    from orchestrator.remote.local import LocalConnection
+    from orchestrator.host.journal import DRIFTED
 
     target = tmp_path / "pkg" / "mod.py"
     target.parent.mkdir()
     target.write_text("x = 1\n")
     patch = PatchDef("dbg", str(target), "e.yaml:1", "x = 1", "insert_after", "print(x)")
-    conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path / "work")))
-    session = HostSession(conn.host, conn, Journal(conn, str(tmp_path / "work")))
+    session = _local_session(tmp_path)
 
     async def go() -> None:
         before, after = await session.journal.prepare(patch, str(target))
@@ -189,3 +185,42 @@ def test_the_diff_is_bounded(tmp_path: Path):
     lines = drift.bounded_diff(b"", b"".join(b"x" * 500 + b"%d\n" % i for i in range(100)), "/a.py")
     assert len(lines) == drift.DIFF_LINES + 1 and lines[-1].startswith("[... ")
     assert max(len(line) for line in lines) <= drift.DIFF_LINE_CHARS + len(" [...]")
+
+
+def _local_session(tmp_path: Path):
+    from orchestrator.core.inventory import Host
+    from orchestrator.host.journal import Journal
+    from orchestrator.host.session import HostSession
+    from orchestrator.remote.local import LocalConnection
+
+    conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path / "work")))
+    return HostSession(conn.host, conn, Journal(conn, str(tmp_path / "work")))
+
+
+def test_revert_force_writes_nothing_when_the_kept_bytes_are_gone(tmp_path: Path):
+    """A baseline whose bytes are missing or altered is never written over the file: said, left drifted."""
+    from orchestrator.core.spec import PatchDef
+    from orchestrator.host import drift
+    from orchestrator.host.journal import DRIFTED, REVERTED
+
+    target = tmp_path / "pkg" / "mod.py"
+    target.parent.mkdir()
+    target.write_text("x = 1\n")
+    patch = PatchDef("dbg", str(target), "e.yaml:1", "x = 1", "insert_after", "print(x)")
+    session = _local_session(tmp_path)
+    said: list[str] = []
+
+    async def go() -> None:
+        before, after = await session.journal.prepare(patch, str(target))
+        await session.journal.apply("r1", 1, patch, str(target), before, after)
+        assert [r.state for r in await session.journal.revert("r1")] == [REVERTED]
+        kept, original = session.journal.baseline_paths(str(target))
+        assert Path(original).read_bytes() == b"x = 1\n" and Path(kept).is_file()
+        target.write_text("x = 2\n")
+        [found] = await drift.find(session, [str(target)])
+        assert found.baseline and "run r1's revert left it" in found.summary()
+        Path(original).write_bytes(b"")  # lost
+        [left] = await drift.restore(session, lambda host, text: said.append(text))
+        assert left.state == DRIFTED and target.read_text() == "x = 2\n" and "are gone from" in said[-1]
+
+    asyncio.run(go())

@@ -66,15 +66,23 @@ async def find(session: HostSession, files: Iterable[str]) -> list[Drift]:
             drifted.setdefault(record.file, []).append(record)
     found = []
     for file, own in drifted.items():
-        original = await session.conn.read_file(own[0].backup)
-        found.append(await _drift(session, file, tuple(own), False, original))
+        found.append(await _drift(session, file, tuple(own), False, await _saved(session, own[0].backup)))
     for base in await journal.baseline_records():
         if base.file not in wanted or base.file in covered:
             continue
         current = await journal.digest(base.file)
         if current is not None and current != base.sha256_before:
-            found.append(await _drift(session, base.file, (base,), True, await journal.baseline_bytes(base)))
+            left = await _saved(session, journal.baseline_paths(base.file)[1])
+            found.append(await _drift(session, base.file, (base,), True, left))
     return sorted(found, key=lambda d: d.file)
+
+
+async def _saved(session: HostSession, path: str) -> bytes:
+    """The bytes orch saved at `path`; empty when they are gone (the diff then shows the whole file)."""
+    try:
+        return await session.conn.read_file(path)
+    except FileNotFoundError:
+        return b""
 
 
 async def _drift(session: HostSession, file: str, records: tuple[PatchRecord, ...], baseline: bool,
@@ -113,15 +121,20 @@ async def restore(session: HostSession, report: Say) -> list[PatchRecord]:
     (`orch revert --force`); the drifted journal records are the journal's own revert's. Returns
     each baseline restored (state reverted), or left drifted when the bytes could not be put back."""
     journal = session.journal
-    bases = await journal.baseline_records()
     done = []
-    for drift in await find(session, [b.file for b in bases]):
+    for drift in await find(session, [b.file for b in await journal.baseline_records()]):
         if not drift.baseline or drift.current is None:
             continue  # a file gone (its package removed): nothing to put the bytes into
+        base = drift.records[0]
+        left = await _saved(session, journal.baseline_paths(base.file)[1])
+        if patching.sha256(left) != base.sha256_before:  # the kept bytes are not what orch left: write nothing
+            report(session.host.name, f"warning: the bytes orch left {drift.file} with are gone from "
+                   f"{journal.baselines}; left it as it is (reinstall its package to undo the change)")
+            done.append(replace(base, state=DRIFTED))
+            continue
         report(session.host.name, f"restoring {drift.file} to what {drift.since()}; the change being undone:\n"
                + "\n".join(drift.diff))
-        base = drift.records[0]
-        await session.conn.write_file(drift.file, await journal.baseline_bytes(base))
+        await session.conn.write_file(drift.file, left)
         await journal.settle(drift.file)
         state = REVERTED if await journal.digest(drift.file) == base.sha256_before else DRIFTED
         done.append(replace(base, state=state))

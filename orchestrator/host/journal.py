@@ -240,9 +240,6 @@ class Journal:
         done = await self.conn.run(shell.cat_records(self.baselines, "*.json"), idempotent=True)
         return [PatchRecord(**json.loads(line)) for line in done.out.splitlines() if line.strip()]
 
-    async def baseline_bytes(self, record: PatchRecord) -> bytes:
-        return await self.conn.read_file(self.baseline_paths(record.file)[1])
-
     async def drop_baseline(self, file: str) -> None:
         """Forget what orch left `file` with: its bytes now are what the next revert keeps."""
         await self.conn.run(shell.remove_files(*self.baseline_paths(file)), idempotent=True)
