@@ -142,3 +142,17 @@ def test_bad_input_is_one_line_and_exit_2(project: Path, story: Path) -> None:
     assert unknown.returncode == 2 and "no variant named nope" in unknown.stderr
     missing = orch(project, "doctor", "experiments/missing.yaml")
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+@pytest.mark.parametrize("preflight", [True, False], ids=["preflight", "probes-alone"])
+def test_vllm_standin_absolute_d2t_is_named_and_turned_to_offsets(project: Path, preflight: bool) -> None:
+    shutil.copy(ROOT / "templates" / "vllm_launch.sh.j2", project / "templates" / "vllm_launch.sh.j2")
+    shutil.copy(ROOT / "experiments" / "vllm_eagle.yaml", project / "experiments" / "vllm_eagle.yaml")
+    found = doctor(project, "experiments/vllm_eagle.yaml", "--variant", "absolute-d2t",
+                   *([] if preflight else ["--no-preflight"]))
+    assert found["cause"] == "d2t-absolute"
+    assert found["rule"] == "probe d2t"  # probes decide first; the preflight's WARNING says the same
+    assert any("absolute_in_t2d=256" in line for line in found["evidence"])
+    assert found["fix"]["checkpoints"][0]["transforms"] == [{"d2t_to_offsets": True}]
+    assert found["accept_len_before"] <= 1.1 and found["accept_len_after"] >= 2.0
+    assert found["probes"] == ["draft-load"]  # the real vLLM's probes do not anchor in the stand-in's files

@@ -89,7 +89,7 @@ def _transformed(transform: dict[str, Any], named: str, checkpoints: tuple[Check
     source = next((c for c in checkpoints if ref and c.name == ref[1]), None)
     if source is not None:
         made = CheckpointDef("doctor_draft", source.src, source.dest.rstrip("/") + "-doctor-fix", "orch doctor fix",
-                             source.transforms + (transform,))
+                             _added(source.transforms, transform))
     elif local_host and draft_path and Path(draft_path).is_dir():
         made = CheckpointDef("doctor_draft", Path(draft_path).resolve(),
                              "{{ host.workdir }}/checkpoints/doctor/" + Path(draft_path).name + "-fixed",
@@ -97,5 +97,24 @@ def _transformed(transform: dict[str, Any], named: str, checkpoints: tuple[Check
     else:
         return advice(f"add the draft as a checkpoint of the experiment with `transform: [{named}]` "
                       f"(its folder {draft_path} is not on this machine)")
-    return Fix(f"serve the draft through a checkpoint with `transform: [{named}]`",
-               {DRAFT_PARAM: "{{ checkpoints.doctor_draft }}"}, checkpoints=(made,))
+    says = f"serve the draft through a checkpoint with `transform: [{named}]`"
+    if source is not None and len(made.transforms) < len(source.transforms):
+        dropped = [t for t in source.transforms if t not in made.transforms]
+        says = f"serve checkpoint {source.name} without its transform {dropped[0]} ({named} undoes it)"
+    return Fix(says, {DRAFT_PARAM: "{{ checkpoints.doctor_draft }}"}, checkpoints=(made,))
+
+
+def _added(transforms: tuple[dict[str, Any], ...], transform: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """`transform` after the checkpoint's own, or, where one of them is its inverse (a fault made with
+    orch's own transform, `d2t_to_absolute`), without that one: each transform reads the source."""
+    inverse = _INVERSES.get(next(iter(transform)))
+    if inverse is not None and inverse in transforms:
+        return tuple(t for t in transforms if t != inverse)
+    if "rename_keys" in transform:
+        back = {"rename_keys": {new: old for old, new in transform["rename_keys"].items()}}
+        if back in transforms:
+            return tuple(t for t in transforms if t != back)
+    return transforms + (transform,)
+
+
+_INVERSES = {"d2t_to_offsets": {"d2t_to_absolute": True}, "d2t_to_absolute": {"d2t_to_offsets": True}}
