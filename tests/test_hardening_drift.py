@@ -224,3 +224,17 @@ def test_revert_force_writes_nothing_when_the_kept_bytes_are_gone(tmp_path: Path
         assert left.state == DRIFTED and target.read_text() == "x = 2\n" and "are gone from" in said[-1]
 
     asyncio.run(go())
+
+
+def test_another_rehearsal_release_is_not_drift(project):
+    """The stand-in's tree replaced by orch itself (the host's `rehearsal:` release changed) holds
+    another release's files: no hand edit, so the next run patches it without a word."""
+    spec = experiment(project, "local")
+    assert orch(project, "run", str(spec)).returncode == 0
+    target = project / "host" / PATCHED
+    first = target.read_bytes()
+    inventory = project / "inventory.yaml"
+    inventory.write_text(inventory.read_text().replace("rehearsal: true", 'rehearsal: "0.5.23"'))
+    done = orch(project, "run", str(spec))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert target.read_bytes() != first and "changed by hand" not in done.stdout + done.stderr

@@ -244,5 +244,12 @@ class Journal:
         """Forget what orch left `file` with: its bytes now are what the next revert keeps."""
         await self.conn.run(shell.remove_files(*self.baseline_paths(file)), idempotent=True)
 
+    async def drop_baselines_under(self, folder: str) -> None:
+        """Forget the baselines of every file under `folder` (a tree orch itself replaced)."""
+        inside = [r.file for r in await self.baseline_records() if r.file.startswith(folder.rstrip("/") + "/")]
+        if inside:
+            await self.conn.run(shell.remove_files(*(p for f in inside for p in self.baseline_paths(f))),
+                                idempotent=True)
+
     async def settle(self, file: str) -> None:
         await self._settle(file)

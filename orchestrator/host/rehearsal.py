@@ -12,6 +12,7 @@ from orchestrator.core.inventory import Host
 from orchestrator.engines.base import Engine, Rehearsal
 from orchestrator.errors import HostError
 from orchestrator.remote import Connection
+from .journal import Journal
 
 
 def release_for(host: Host, stand_in: Rehearsal) -> str:
@@ -48,6 +49,8 @@ async def install(conn: Connection, host: Host, engine: Engine) -> str:
     if have == want:
         return folder
     await conn.run(shell.remove_tree(f"{folder}/{engine.package}"))
+    # the fresh copy is another release's files, not a hand edit: what orch left in the old one is moot
+    await Journal(conn, host.workdir).drop_baselines_under(f"{folder}/{engine.package}")
     await conn.run(shell.mkdir(folder))
     with tempfile.TemporaryDirectory(prefix="orch-rehearsal-") as staging:
         await conn.put_tree(stand_in.assemble(release, Path(staging)), f"{folder}/{engine.package}")
