@@ -186,12 +186,15 @@ exec {{ host.python | qpath }} -m vllm.entrypoints.cli.main serve {{ model_path 
 """
 
 
-@pytest.fixture
-def vllm_literal(project: Path) -> Path:
+@pytest.fixture(params=["0.10.1.1", "0.33.0"])
+def vllm_literal(project: Path, request) -> Path:
+    """The literal vLLM template on each release of the vLLM stand-in."""
     (project / "templates" / "literal.sh.j2").write_text(VLLM_LITERAL)
     spec = project / "experiments" / "literal.yaml"
     spec.write_text(EXPERIMENT.replace("@PORT@", str(free_port())).replace("  literal: true\n", "")
                     .replace("hosts: [local]", "engine: vllm\nhosts: [local]"))
+    inventory = project / "inventory.yaml"
+    inventory.write_text(inventory.read_text().replace("rehearsal: true", f'rehearsal: "{request.param}"'))
     return spec
 
 
@@ -203,3 +206,13 @@ def test_vllm_check_reads_the_literal_speculative_config(project, vllm_literal):
 def test_vllm_missing_draft_is_an_error(project, vllm_literal):
     code, found = check_json(project, vllm_literal, "--set", "draft_model_path=/nonexistent/d")
     assert code == 2 and "/nonexistent/d" in found["checkpoint-path-missing"]["what"]
+
+
+def test_vllm_run_stops_at_the_literal_method_with_nothing_on_the_host_changed(project, vllm_literal):
+    orch(project, "check", str(vllm_literal))  # installs the stand-in: the run below must change nothing of it
+    before = snapshot(project / "host" / "rehearsal" / "vllm")
+    done = orch(project, "run", str(vllm_literal))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "preflight ERROR: method eagle with the EAGLE-3 draft" in done.stdout, done.stdout
+    assert snapshot(project / "host" / "rehearsal" / "vllm") == before
+    assert not list((project / "host" / "runs").rglob("server.log"))  # no server was launched
