@@ -1,7 +1,8 @@
 """orch: run LLM-serving experiments on GPU hosts over SSH and keep an exact record of each run.
 
-The library face: what `orch run` and `orch check` do, callable from Python, and every error orch
-raises. Everything else in the package is internal.
+The library face: what `orch run`, `check`, `show` and `diff` do, callable from Python, and every
+error orch raises; each command's options are the parameters of its function here. Everything
+else in the package is internal.
 
     import orchestrator as orch
 
@@ -30,6 +31,7 @@ from orchestrator.errors import (
 
 if _typing.TYPE_CHECKING:
     from orchestrator.core.inventory import Host as _Host
+    from orchestrator.core.diff import RunDiff
     from orchestrator.core.spec import RunPlan as _RunPlan, Spec
     from orchestrator.run.execute import Outcome
     from orchestrator.store.database import Store
@@ -38,7 +40,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "run_experiment", "run_experiment_async", "check_experiment", "check_experiment_async", "load_spec",
-    "Spec", "Outcome", "Store",
+    "show_run", "run_requests", "diff_runs",
+    "Spec", "Outcome", "Store", "RunDiff",
     "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
     "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
 ]
@@ -49,6 +52,7 @@ _LAZY = {
     "Spec": ("orchestrator.core.spec", "Spec"),
     "Outcome": ("orchestrator.run.execute", "Outcome"),
     "Store": ("orchestrator.store.database", "Store"),
+    "RunDiff": ("orchestrator.core.diff", "RunDiff"),
 }
 
 _Where = str | _PathLike[str]
@@ -77,29 +81,45 @@ def load_spec(path: _Where) -> "Spec":
 
 def run_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
                    hosts: _Sequence[str] = (), overrides: _Sequence[str] = (), variants: _Sequence[str] = (),
-                   dry_run: bool = False, resume: bool = False, report: _Report | None = None) -> "list[Outcome]":
+                   dry_run: bool = False, resume: bool = False, no_preflight: bool = False,
+                   allow_busy_gpus: bool = False, accept_drift: bool = False,
+                   report: _Report | None = None) -> "list[Outcome]":
     """`orch run SPEC`: every variant x matrix point x repeat on the chosen hosts, recorded in the
     database at `db`; one `Outcome` per planned run. `hosts`: names or tags (default: the
     experiment's); `overrides`: `key=value` or `env.NAME=value` as `--set` takes them; `variants`:
     only these; `dry_run`: render and check, change nothing; `resume`: skip the plans that already
-    have a succeeded run with the same fingerprint; `report(host, message)`: progress (default: none)."""
+    have a succeeded run with the same fingerprint; `no_preflight`: skip the checkpoint checks;
+    `allow_busy_gpus`: run where another process holds the run's GPUs; `accept_drift`: patch a file
+    changed by hand since orch left it, as it is now (each of the three recorded with the run);
+    `report(host, message)`: progress (default: none)."""
     import asyncio
 
     return asyncio.run(run_experiment_async(spec, inventory=inventory, db=db, hosts=hosts, overrides=overrides,
-                                            variants=variants, dry_run=dry_run, resume=resume, report=report))
+                                            variants=variants, dry_run=dry_run, resume=resume,
+                                            no_preflight=no_preflight, allow_busy_gpus=allow_busy_gpus,
+                                            accept_drift=accept_drift, report=report))
 
 
 async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
                                hosts: _Sequence[str] = (), overrides: _Sequence[str] = (),
                                variants: _Sequence[str] = (), dry_run: bool = False, resume: bool = False,
+                               no_preflight: bool = False, allow_busy_gpus: bool = False, accept_drift: bool = False,
                                report: _Report | None = None) -> "list[Outcome]":
     """`run_experiment` on the caller's event loop."""
+    import dataclasses
+
     from orchestrator.run import plankey
     from orchestrator.run import sweep
     from orchestrator.run.attempt import Lines
     from orchestrator.store.database import Store
 
     loaded, plans, chosen = _plans(spec, inventory, hosts, overrides, variants)
+    if no_preflight:
+        loaded = dataclasses.replace(loaded, preflight=False)
+    if allow_busy_gpus:
+        loaded = dataclasses.replace(loaded, allow_busy_gpus=True)
+    if accept_drift:
+        loaded = dataclasses.replace(loaded, accept_drift=True)
     plans = plankey.fingerprinted(loaded, plans)
     store = Store(db)
     if resume:
@@ -126,6 +146,38 @@ async def check_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_I
 
     loaded, plans, chosen = _plans(spec, inventory, hosts, overrides, variants)
     return await check.check_plans(loaded, plans, chosen)
+
+
+def show_run(run: str, *, db: str = _DEFAULT_DB) -> dict[str, _typing.Any]:
+    """`orch show RUN --json`: everything recorded about one run (`run`: its id, a unique prefix of
+    its uid, `last` or `last~N`) as plain data: id, experiment, variant, host, status, params, env,
+    command, patches, metrics, debug_lines, error, started_at, ended_at and more."""
+    from orchestrator.store import reading
+
+    reader = reading.open_url(db)
+    return reading.record(reader, reading.get(reader, run))
+
+
+def run_requests(run: str, *, db: str = _DEFAULT_DB) -> list[dict[str, _typing.Any]]:
+    """`orch show RUN --requests --json`: the run's workload requests, one dict each, in the order sent."""
+    from orchestrator.store import reading
+
+    reader = reading.open_url(db)
+    found: _typing.Any = reading.get(reader, run)  # a row whose fields the reader names at run time
+    return reading.requests(reader, found.id)
+
+
+def diff_runs(run_a: str = "last~1", run_b: str = "last", *, db: str = _DEFAULT_DB,
+              everything: bool = False) -> "RunDiff":
+    """`orch diff RUN_A RUN_B`: two runs side by side (params, env, metrics with deltas, patches,
+    debug fields, launch command); `everything`: the equal params and debug fields too.
+    `.as_json()` is what `orch diff --json` prints."""
+    from orchestrator.core import diff as diffs
+    from orchestrator.store import reading
+
+    reader = reading.open_url(db)
+    a, b = (reading.record(reader, reading.get(reader, ref)) for ref in (run_a, run_b))
+    return diffs.RunDiff(a, b, diffs.compare(a, b, everything=everything))
 
 
 def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _Sequence[str],

@@ -8,11 +8,12 @@ from typing import Any, Optional
 
 import typer
 
+import orchestrator
 from orchestrator.core import inventory as inventories, spec as specs
 from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
 from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
-from .app import SET_HELP, _load, app, dumps, settings
+from .app import SET_HELP, _split, app, dumps, settings
 
 
 @app.command()
@@ -25,11 +26,8 @@ def check(
                                  "allowed), as JSON."),
 ) -> None:
     """EAGLE-3 checkpoint checks for every run the experiment would make; exit 2 on any error."""
-    from orchestrator.run import check as checks
-
-    spec, plans, chosen = _load(spec_path, hosts, overrides, variants)
-    import asyncio  # here, not at the top: `orch --help` does without it
-    groups = asyncio.run(checks.check_plans(spec, plans, chosen))
+    groups = orchestrator.check_experiment(spec_path, inventory=settings.inventory, hosts=_split(hosts),
+                                           overrides=overrides, variants=variants)
     if as_json:
         ui.raw(dumps(groups) + "\n")
     else:

@@ -21,7 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from orchestrator import engines
-from orchestrator.engines.base import MetricInfo
+from orchestrator.records import MetricInfo
 from .text import fmt, line
 
 if TYPE_CHECKING:

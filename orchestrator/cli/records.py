@@ -6,7 +6,8 @@ from typing import Any, Optional
 
 import typer
 
-from orchestrator.core import diff as diffs, inventory as inventories
+import orchestrator
+from orchestrator.core import inventory as inventories
 from . import ui
 from orchestrator.errors import SpecError
 from .app import _reader, app, dumps, settings
@@ -55,12 +56,12 @@ def show(run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
          as_json: bool = typer.Option(False, "--json", help="The whole record as JSON."),
          requests: bool = typer.Option(False, "--requests", help="The workload's requests, one row each.")) -> None:
     """Everything recorded about one run (id, uid prefix, `last` or `last~N`)."""
-    from orchestrator.store import reading
-
-    store = _reader()
     if requests:
+        from orchestrator.store import reading
+
+        store = _reader()
         return _requests(store, reading.get(store, run_ref), as_json)
-    record = reading.record(store, reading.get(store, run_ref))
+    record = orchestrator.show_run(run_ref, db=settings.db)
     if as_json:
         emit(dumps(record) + "\n")
     else:
@@ -88,15 +89,11 @@ def diff(
         return
     if where:
         raise SpecError("--where in orch diff names side A of two configurations: give side B with --vs k=v")
-    from orchestrator.store import reading
-
-    store = _reader()
-    a, b = (reading.record(store, reading.get(store, ref)) for ref in (run_a, run_b))
-    rows = diffs.compare(a, b, everything=everything)
+    compared = orchestrator.diff_runs(run_a, run_b, db=settings.db, everything=everything)
     if as_json:
-        emit(dumps(diffs.as_json(a, b, rows)) + "\n")
+        emit(dumps(compared.as_json()) + "\n")
     else:
-        ui.diff(a, b, rows, diffs.command_diff(a, b))
+        ui.diff(compared.a, compared.b, compared.rows, compared.command_diff())
 
 
 def _requests(store: Any, run_row: Any, as_json: bool, as_csv: bool = False, by_end: bool = False,

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.core.diff import Row
-from orchestrator.engines.base import MetricInfo
+from orchestrator.records import MetricInfo
 from . import live
 from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
 

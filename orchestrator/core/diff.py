@@ -56,6 +56,23 @@ def as_json(a: dict[str, Any], b: dict[str, Any], rows: list[Row]) -> dict[str, 
     return out
 
 
+@dataclass(frozen=True)
+class RunDiff:
+    """Two run records and the rows where they differ: what `orch diff` shows."""
+
+    a: dict[str, Any]
+    b: dict[str, Any]
+    rows: list[Row]
+
+    def as_json(self) -> dict[str, Any]:
+        """What `orch diff --json` prints: params, env, metrics (a, b, delta), patches, debug lines, command."""
+        return as_json(self.a, self.b, self.rows)
+
+    def command_diff(self) -> list[str]:
+        """The changed lines of the two launch scripts."""
+        return command_diff(self.a, self.b)
+
+
 def _identity(record: dict[str, Any]) -> dict[str, Any]:
     return {k: record[k] for k in ("id", "uid", "experiment", "variant", "host", "status", "flags")}
 
