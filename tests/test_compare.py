@@ -99,6 +99,8 @@ def test_compare_command_table_json_and_csv(store, monkeypatch, capsys):
     code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep")
     assert code == 0
     assert "6 succeeded run(s) in 3 configuration(s); left out: 1 failed, 1 interrupted" in out
+    assert "best by output_tok_s: steps=3 (runs 1, 2, 5); 1 other configuration(s) within noise" in out  # the default
+    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--by", "accept_len")
     assert "best by accept_len: steps=5 (runs 3, 4); 1 other configuration(s) within noise" in out
     code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--by", "output_tok_s", "--json")
     data = json.loads(out)
@@ -108,8 +110,8 @@ def test_compare_command_table_json_and_csv(store, monkeypatch, capsys):
     assert data["left_out"] == {"failed": 1, "interrupted": 1}
     code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--csv", "--where", "steps=5")
     header, row = out.splitlines()
-    assert header.startswith("mark,n,runs,accept_len_median,accept_len_min,accept_len_max,")
-    assert row.startswith("best,2,3 4,2.9,2.8,3.0,")
+    assert header.startswith("mark,n,runs,output_tok_s_median,output_tok_s_min,output_tok_s_max,accept_len_median,")
+    assert row.startswith("best,2,3 4,115.0,80.0,150.0,2.9,2.8,3.0,")
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -64,4 +64,4 @@ def test_compare_table_says_which_asked_configurations_ran_as_one(tmp_path, monk
     assert code == 0 and "3 succeeded run(s) in 2 configuration(s)" in out
     lines = [text for text in out.splitlines() if "ran as one" in text]
     assert lines == ["steps=8 and steps=4 ran as one configuration (steps=4): the engine adjusted them"]
-    assert out.index("ran as one") > out.index("by accept_len")  # under the table, not above it
+    assert out.index("ran as one") > out.index("by output_tok_s")  # under the table, not above it

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.core import compare as comparing
+from orchestrator.core import compare as comparing, objective as objectives
 from orchestrator.errors import SpecError
 from . import _reader, app, dumps, ui
 
@@ -59,7 +59,8 @@ def view(run: dict[str, Any]) -> dict[str, Any]:
 def compare_command(
     experiment: str = typer.Argument(..., metavar="EXPERIMENT", help="The experiment's name, as `orch ls` shows it."),
     where: list[str] = typer.Option([], "--where", help=WHERE_HELP),
-    by: str = typer.Option("accept_len", "--by", help="The metric that ranks configurations (lower-is-better for durations)."),
+    by: str = typer.Option("", "--by", help="The metric that ranks configurations, under the experiment's constraints "
+                           "(default: its `objective:`, else output_tok_s; lower-is-better for durations)."),
     as_json: bool = typer.Option(False, "--json", help="Every row's params, variants, patches, run ids and per "
                                  "metric n/median/min/max."),
     as_csv: bool = typer.Option(False, "--csv", help="A row per configuration, METRIC_median/_min/_max columns."),
@@ -75,7 +76,7 @@ def compare_command(
     if not runs:
         raise SpecError(f"experiment {experiment!r} has no succeeded run{' matching --where' if where else ''} "
                         f"to compare ({_left_out(left_out)}); see `orch ls -e {experiment}`")
-    result = comparing.compare(experiment, runs, left_out, by, HOST_SPECIFIC_PARAMS)
+    result = comparing.compare(experiment, runs, left_out, comparing.objective_of(runs, by.strip()), HOST_SPECIFIC_PARAMS)
     if as_json:
         emit(dumps(comparing.as_json(result)) + "\n")
     elif as_csv:
@@ -88,7 +89,7 @@ def compare_command(
 
 # The table's metric columns unless --metrics says otherwise: the headline measures, one latency
 # of each kind; the rest (the other percentiles, token counts) are in --json / --csv.
-HEADLINE = ("accept_len", "output_tok_s", "accept_rate", "ttft_ms_p50", "itl_ms_p50", "e2e_ms_p99", "startup_s")
+HEADLINE = ("output_tok_s", "accept_len", "accept_rate", "ttft_ms_p50", "itl_ms_p50", "e2e_ms_p99", "startup_s")
 
 
 def _columns(c: comparing.Comparison, asked: str) -> list[str]:
@@ -104,14 +105,17 @@ def _columns(c: comparing.Comparison, asked: str) -> list[str]:
                 raise SpecError(f"--metrics {name!r}: no run of {c.experiment!r} records it"
                                 f"{comparing.did_you_mean(name, c.metrics)}; metrics: {', '.join(c.metrics)}")
         return names
-    return [m for m in dict.fromkeys((c.by, *HEADLINE)) if m in varying]
+    named = objectives.metrics(c.objective)  # the ranked one and each constraint's, steady or not
+    return [m for m in dict.fromkeys((*named, *HEADLINE)) if m in varying or m in named]
 
 
 def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
     from .text import line  # here, not at the top: `orch --help` does without rich
     from rich.table import Table
 
-    direction = "lower is better" if comparing.lower_is_better(c.by) else "higher is better"
+    direction = "lower is better" if c.objective.lower else "higher is better"
+    constraints = ", ".join(map(str, c.objective.subject_to))
+    subject = f" subject to {constraints}" if constraints else ""
     ui.console.print(f"[bold]{line(c.experiment)}[/]: {counted} succeeded run(s) in {len(c.groups)} configuration(s)"
                      f"; left out: {_left_out(c.left_out)}", soft_wrap=True)
     if c.constant:
@@ -120,13 +124,15 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
     if c.steady:
         ui.console.print("same in every run: " + ", ".join(f"{m}={ui.fmt(v)}" for m, v in c.steady.items()),
                          soft_wrap=True)
-    grid = Table(title=f"by {c.by} ({direction}): median (min-max) over n runs", title_justify="left")
-    for column in ("", *c.varying, "n", *shown):
+    grid = Table(title=f"by {c.by} ({direction}){subject}: median (min-max) over n runs", title_justify="left")
+    fails = ["fails"] if constraints else []
+    for column in ("", *c.varying, "n", *fails, *shown):
         grid.add_column(column)
     for g in c.groups:
         cells = [_stat(g.stat(m)) for m in shown]
         style = {"best": "[bold green]best[/]", "within noise": "[yellow]within noise[/]"}.get(g.mark, "")
-        grid.add_row(style, *(line(ui.fmt(comparing.cell(g, k))) for k in c.varying), str(len(g.run_ids)), *cells)
+        failed = [f"[red]{line('; '.join(g.failed))}[/]" if g.failed else ""] if fails else []
+        grid.add_row(style, *(line(ui.fmt(comparing.cell(g, k))) for k in c.varying), str(len(g.run_ids)), *failed, *cells)
     ui.console.print(grid)
     for merged in filter(None, (g.ran_as_one() for g in c.groups)):  # asked apart, ran alike: one row
         ui.console.print(line(merged), soft_wrap=True)
@@ -134,8 +140,11 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
     if best.mark:
         named = ", ".join(f"{k}={ui.fmt(comparing.cell(best, k))}" for k in c.varying) or "the only configuration"
         noise = sum(g.mark == comparing.NOISE for g in c.groups)
-        ui.console.print(f"best by {c.by}: {line(named)} (runs {', '.join(map(str, best.run_ids))}); "
+        ui.console.print(f"best by {c.by}{subject}: {line(named)} (runs {', '.join(map(str, best.run_ids))}); "
                          f"{noise} other configuration(s) within noise", soft_wrap=True)
+    elif constraints:
+        ui.console.print(f"no configuration meets {constraints}: none is the best; loosen `objective.subject_to` "
+                         "or sweep further", soft_wrap=True)
     hidden = [m for m in c.metrics if m not in c.steady and m not in shown]
     if hidden:
         ui.console.print(f"{len(hidden)} more metric(s) not shown ({', '.join(hidden)}): "

@@ -8,6 +8,11 @@ is another configuration even under the same name.
 
 Per configuration and numeric metric: n, median, min and max over its runs.
 
+Objective (core/objective.py): the metric that ranks and the constraints the best must meet. The
+experiment's `objective:` as its newest run stored it, else output throughput; `--by` ranks by
+another metric under the same constraints. A configuration meets a constraint when the median of
+its repeats does; those that fail one rank after those that meet them all, and none is the best.
+
 Direction: a metric is better lower when its name says it is a duration (`_s`, `_ms`, `_us` at the
 end, or latency / ttft / tpot / itl / startup in it) and not a rate (`tok_s`, `req_s`, `_per_s`,
 throughput); every other metric (accept length, tokens/s, acceptance rates) is better higher.
@@ -28,8 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import SpecError
+from . import objective as objectives
+from .objective import Objective
 
-HEADLINE = ("accept_len", "output_tok_s")  # shown first, in this order, when present
+HEADLINE = (objectives.THROUGHPUT, objectives.ACCEPT)  # shown first, in this order, when present
 BEST, NOISE = "best", "within noise"
 _RATE = re.compile(r"(tok_s|req_s|_per_s|throughput)")
 _DURATION = re.compile(r"(_s|_ms|_us)$|latency|ttft|tpot|itl|startup")
@@ -69,6 +76,7 @@ class Group:
     run_ids: list[int] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)
     mark: str = ""
+    failed: list[str] = field(default_factory=list)  # the objective's constraints its medians do not meet
     asked: list[dict[str, Any]] = field(default_factory=list)  # the distinct params its runs asked (several: the engine merged them)
 
     def ran_as_one(self) -> str | None:
@@ -87,13 +95,17 @@ class Group:
 @dataclass
 class Comparison:
     experiment: str
-    by: str
+    objective: Objective
     groups: list[Group]  # sorted, best first
     constant: dict[str, Any]  # params equal in every configuration
     steady: dict[str, float]  # metrics with one value in every run (e.g. the workload's request count)
     varying: list[str]  # params that tell configurations apart (plus `variant`, `patches` when they do)
     metrics: list[str]
     left_out: dict[str, int]  # status -> runs not counted (every status but succeeded)
+
+    @property
+    def by(self) -> str:
+        return self.objective.metric
 
 
 def host_written(spec: dict[str, Any], variant: str) -> set[str]:
@@ -187,14 +199,32 @@ def _same(asked: Any, ran: Any) -> bool:
         return False
 
 
-def compare(experiment: str, runs: list[dict[str, Any]], left_out: dict[str, int], by: str,
+def objective_of(runs: list[dict[str, Any]], by: str = "") -> Objective:
+    """What ranks the runs: the experiment's `objective:` as its newest run stored it (its spec),
+    `--by` ranking by another metric under its constraints, else the first of throughput and
+    accept length the runs have (then the first metric by name)."""
+    stored = next((r for r in reversed(runs) if isinstance((r.get("spec") or {}).get("objective"), dict)), None)
+    told = objectives.parse(stored["spec"]["objective"], lambda key: f"objective: of run {stored['id']}'s experiment"
+                            ) if stored else None
+    if by:
+        lower = told.lower if told and told.metric == by else lower_is_better(by)
+        return Objective(by, lower, told.subject_to if told else (), "--by")
+    if told:
+        return told
+    names = {m for r in runs for m, v in r["metrics"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    metric = next((m for m in objectives.DEFAULT_ORDER if m in names), min(names, default=objectives.THROUGHPUT))
+    return Objective(metric, lower_is_better(metric))
+
+
+def compare(experiment: str, runs: list[dict[str, Any]], left_out: dict[str, int], objective: Objective | str,
             host_specific: frozenset[str]) -> Comparison:
+    """`objective` a metric's name: rank by it alone, its direction by its name."""
+    if isinstance(objective, str):
+        objective = Objective(objective, lower_is_better(objective), (), "--by")
     groups = group(runs, host_specific)
-    metrics = metric_order({m for g in groups for m in g.values}, by)
-    if by not in metrics:
-        raise SpecError(f"--by {by}: no succeeded run of {experiment!r} has that metric"
-                        f"{did_you_mean(by, metrics)}; known: {', '.join(metrics) or 'none'}")
-    groups = rank(groups, by)
+    metrics = metric_order({m for g in groups for m in g.values}, objective.metric)
+    _check_objective(objective, metrics, experiment)
+    groups = rank(groups, objective)
     names = list(dict.fromkeys(k for g in groups for k in g.params))
     varying = [k for k in names if len({_text(g.params.get(k)) for g in groups}) > 1]
     constant = {k: groups[0].params.get(k) for k in names if k not in varying}
@@ -203,9 +233,23 @@ def compare(experiment: str, runs: list[dict[str, Any]], left_out: dict[str, int
             varying.append(label)
         else:
             constant[label] = cell(groups[0], label)
-    steady = {m: v[0] for m in metrics if m != by and len(v := sorted({x for g in groups for x in g.values.get(m, [])})) == 1
+    steady = {m: v[0] for m in metrics if m not in objectives.metrics(objective) and len(v := sorted({x for g in groups for x in g.values.get(m, [])})) == 1
               and all(m in g.values for g in groups)}
-    return Comparison(experiment, by, groups, constant, steady, varying, metrics, left_out)
+    return Comparison(experiment, objective, groups, constant, steady, varying, metrics, left_out)
+
+
+def _check_objective(objective: Objective, metrics: list[str], experiment: str) -> None:
+    """Every metric the objective names is one some succeeded run has: else a typo, or a measure
+    this experiment's runs do not make (a constraint on it would fail every configuration)."""
+    what = "a metric its succeeded runs have"
+    if objective.source != "objective" and objective.metric not in metrics:
+        raise SpecError(f"--by {objective.metric}: no succeeded run of {experiment!r} has that metric"
+                        f"{did_you_mean(objective.metric, metrics)}; known: {', '.join(metrics) or 'none'}")
+    hint = "; rank by another with --by" if objective.source == "objective" else ""
+    try:
+        objectives.check_metrics(objective, metrics, lambda key: f"{experiment!r} objective ({key})", what)
+    except SpecError as exc:
+        raise SpecError(f"{exc}{hint}") from None
 
 
 def metric_order(names: set[str], by: str) -> list[str]:
@@ -213,25 +257,33 @@ def metric_order(names: set[str], by: str) -> list[str]:
     return list(dict.fromkeys(first + sorted(names)))
 
 
-def rank(groups: list[Group], by: str) -> list[Group]:
-    """Best first by the median of `by` (groups without it last); marks the best and those within noise."""
-    lower = lower_is_better(by)
+def rank(groups: list[Group], objective: Objective) -> list[Group]:
+    """Those meeting every constraint first, each part best first by the median of the objective's
+    metric (groups without it last); marks the best that meets them and the others within its noise."""
+    by = objective.metric
+    for g in groups:
+        g.failed = [str(c) for c in objective.subject_to if not c.holds(_median(g, c.metric))]
 
-    def order(g: Group) -> tuple[int, float]:
+    def order(g: Group) -> tuple[bool, int, float]:
         s = g.stat(by)
         if s is None:
-            return (1, 0.0)
-        return (0, s.median if lower else -s.median)
+            return (bool(g.failed), 1, 0.0)
+        return (bool(g.failed), 0, s.median if objective.lower else -s.median)
 
     ranked = sorted(groups, key=order)
-    best = ranked[0].stat(by) if ranked else None
+    best = ranked[0].stat(by) if ranked and not ranked[0].failed else None
     if best is None:
         return ranked
     ranked[0].mark = BEST
     for g in ranked[1:]:
         s = g.stat(by)
-        g.mark = NOISE if s is not None and s.overlaps(best) else ""
+        g.mark = NOISE if s is not None and not g.failed and s.overlaps(best) else ""
     return ranked
+
+
+def _median(g: Group, metric: str) -> float | None:
+    s = g.stat(metric)
+    return s.median if s else None
 
 
 def cell(g: Group, name: str) -> Any:
@@ -245,9 +297,12 @@ def cell(g: Group, name: str) -> Any:
 
 def as_json(c: Comparison) -> dict[str, Any]:
     return {
-        "experiment": c.experiment, "by": c.by, "lower_is_better": lower_is_better(c.by),
+        "experiment": c.experiment, "by": c.by, "lower_is_better": c.objective.lower,
+        "objective": c.objective.as_json(), "constraints": [str(x) for x in c.objective.subject_to],
+        "failed": [{"params": g.params, "variants": g.variants, "runs": g.run_ids, "failed": g.failed}
+                   for g in c.groups if g.failed],
         "constant": c.constant, "steady_metrics": c.steady, "varying": c.varying, "left_out": c.left_out,
-        "rows": [{"mark": g.mark or None, "params": g.params, "ran_as_one": g.ran_as_one(),
+        "rows": [{"mark": g.mark or None, "params": g.params, "ran_as_one": g.ran_as_one(), "failed_constraints": g.failed,
                   "variants": g.variants, "patches": list(g.patches),
                   "runs": g.run_ids, "n": len(g.run_ids),
                   "metrics": {m: s.as_json() for m in c.metrics if (s := g.stat(m)) is not None}}
@@ -257,11 +312,14 @@ def as_json(c: Comparison) -> dict[str, Any]:
 
 def csv_rows(c: Comparison) -> list[list[Any]]:
     """A header and one row per configuration: mark, the varying columns, n, runs, then median/min/max per metric."""
-    header = ["mark", *c.varying, "n", "runs", *(f"{m}_{part}" for m in c.metrics for part in ("median", "min", "max"))]
+    fails = ["fails"] if c.objective.subject_to else []  # the constraints a row does not meet, `; `-joined
+    header = ["mark", *c.varying, "n", "runs", *fails,
+              *(f"{m}_{part}" for m in c.metrics for part in ("median", "min", "max"))]
     rows: list[list[Any]] = [header]
     for g in c.groups:
         stats = [g.stat(m) for m in c.metrics]
         rows.append([g.mark, *(cell(g, k) for k in c.varying), len(g.run_ids), " ".join(map(str, g.run_ids)),
+                     *(["; ".join(g.failed)] if fails else []),
                      *(x for s in stats for x in ((s.median, s.low, s.high) if s else ("", "", "")))])
     return rows
 
@@ -298,7 +356,7 @@ def one_configuration(groups: list[Group], side: str, where: dict[str, Any]) -> 
 
 
 def side_by_side(a: Group, b: Group) -> list[SideBySide]:
-    names = metric_order(set(a.values) | set(b.values), HEADLINE[0])
+    names = metric_order(set(a.values) | set(b.values), objectives.ACCEPT)  # a diff is read for the draft: accept length first
     return [SideBySide(m, a.stat(m), b.stat(m)) for m in names]
 
 
