@@ -16,7 +16,7 @@ from typing import Any
 from . import datasets, names as identifiers, objective as objectives, render, yamlfile
 from .defaults import (DEFAULT_DEBUG_PATTERN as DEFAULT_DEBUG_PATTERN, HOST_SPECIFIC_PARAMS as HOST_SPECIFIC_PARAMS,
                        PATCHED_SITE as PATCHED_SITE)  # named as spec.* too
-from orchestrator import engines
+from orchestrator.engines import registry as engines
 from orchestrator.errors import SpecError
 from .yamlfile import Located
 
