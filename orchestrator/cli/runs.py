@@ -14,7 +14,7 @@ from orchestrator.run import plankey
 from . import ui
 from .text import visible
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
-from . import SET_HELP, _load, _store, app
+from .app import SET_HELP, _load, _store, app
 
 if TYPE_CHECKING:
     from orchestrator.store.database import Store
