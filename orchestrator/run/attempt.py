@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.core.secrets import hide
 from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.engines.base import Engine
+from orchestrator.host import server
 from orchestrator.host.push import Progress
 from orchestrator.host.session import HostSession
 
 if TYPE_CHECKING:
     from orchestrator.store.database import Run, Store
-    from .serving import Serving
 
 
 class Stage(enum.Enum):
@@ -163,3 +163,20 @@ class Attempt:
     def says(self) -> Callable[[str, str], None]:
         """The reporter's message hook, for the host and engine layers (which take a `Say`)."""
         return self.reporter.message
+
+
+@dataclass(eq=False)
+class Serving:
+    """A server up on a host, and the runs that used it in turn (the one that launched it first).
+    Beside the Attempt, which names it: reuse (serving.py) makes and hands them on."""
+
+    launcher: Attempt  # its journal records hold the originals of the patched files
+    srv: server.Server
+    base_url: str = ""  # where the runs send their requests (the forward of the launching run)
+    log_offset: int = 0  # the log bytes the runs before the current one kept
+    read_so_far: bytes = b""  # the log read while waiting for readiness: what there is if the stop fails
+    users: list[Run] = field(default_factory=list)
+
+    @property
+    def later_users(self) -> list[Run]:
+        return self.users[1:]

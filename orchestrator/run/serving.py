@@ -24,34 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from orchestrator.host import server
 from . import sharing, stages
-from .attempt import Attempt
+from .attempt import Attempt, Serving as Serving  # Serving: named here too, where reuse lives
 from .queue import Entry
 
-if TYPE_CHECKING:  # the ORM is imported where rows are written
-    from orchestrator.store.database import PatchRow, Run
-
 Keep = Callable[[], Awaitable[bool]]  # does another plan of the key take the server now? (it is then reserved)
-
-
-@dataclass(eq=False)
-class Serving:
-    """A server up on a host, and the runs that used it in turn (the one that launched it first)."""
-
-    launcher: Attempt  # its journal records hold the originals of the patched files
-    srv: server.Server
-    base_url: str = ""  # where the runs send their requests (the forward of the launching run)
-    log_offset: int = 0  # the log bytes the runs before the current one kept
-    read_so_far: bytes = b""  # the log read while waiting for readiness: what there is if the stop fails
-    users: list[Run] = field(default_factory=list)
-
-    @property
-    def later_users(self) -> list[Run]:
-        return self.users[1:]
 
 
 @dataclass
