@@ -11,7 +11,8 @@ import typer
 
 from orchestrator.core import compare as comparing, objective as objectives
 from orchestrator.errors import SpecError
-from . import _reader, app, dumps, ui
+from . import ui
+from .app import _reader, app, dumps
 
 WHERE_HELP = ("Only runs whose param has this value as the engine ran it: key=value (a number or true/false as `--set` "
               "reads it); asked.key=value the command's value, effective.key=value the engine's print alone. Repeatable.")
