@@ -11,8 +11,7 @@ import sys
 
 import typer
 
-from .app import (SET_HELP as SET_HELP, _load as _load, _reader as _reader, _store as _store,  # first: the options
-                  app as app, dumps as dumps, hosts_app as hosts_app, settings as settings)
+from .app import app as app, hosts_app as hosts_app  # first: the app the commands register on
 from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
 
