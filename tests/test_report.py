@@ -14,7 +14,7 @@ import pytest
 from report_runs import fill
 
 from orchestrator import report
-from orchestrator.report import data, figures, page
+from orchestrator.report import data, page, pareto
 from orchestrator.store.database import Store
 
 
@@ -25,25 +25,34 @@ def filled(tmp_path_factory) -> dict[bool, Store]:
     return {hostile: fill(folder / f"o{int(hostile)}.db", hostile) for hostile in (False, True)}
 
 
-def test_configurations_are_orch_compares_with_the_pareto_front(filled):
+def test_configurations_are_orch_compares_named_by_their_swept_values(filled):
     found = data.load(filled[False], "sweep")
     c = found.comparison
-    assert [len(g.run_ids) for g in c.groups] == [1, 2, 2, 2, 2]  # the repeats' ports differ: one configuration each
+    assert [len(g.run_ids) for g in c.groups] == [2, 2, 2, 1, 2]  # the repeats' ports are host-specific: one row
     assert c.varying == ["steps", "topk", "variant", "patches"] and c.constant["model"] == "/m/llama"
-    assert found.label(c.groups[0]) == "#1 steps=3, topk=4, variant=patched, patches=aux-fix"  # the best accept length
+    assert c.by == "output_tok_s"  # the default objective: the fastest first
+    assert found.label(c.groups[0]) == "steps=1 topk=4 variant=sweep patches=none"
     specs, front = page._figures(found)
     assert set(specs) == {"spread-accept_len", "spread-output_tok_s", "by-steps", "by-topk", "headline-over-time",
                           "pareto"}
     by_steps = specs["by-steps"]
-    assert [t["name"] for t in by_steps["data"]] == ["accept_len", "output_tok_s"]  # startup_s: steady, listed above
-    assert "type" not in by_steps["layout"]["xaxis"] and set(by_steps["data"][0]["x"]) == {1, 3}  # numbers on a line
-    assert front == {1, 2, 4}  # the patched run's accept length, steps=3/topk=4 and steps=1/topk=4 the tok/s
+    # one line per value of the other swept params, named by them; startup_s is steady: on the header line
+    assert [t["name"] for t in by_steps["data"]] == ["topk=1 variant=sweep patches=none",
+                                                     "topk=4 variant=patched patches=aux-fix",
+                                                     "topk=4 variant=sweep patches=none"] * 2
+    assert [t["yaxis"] for t in by_steps["data"]] == ["y"] * 3 + ["y2"] * 3
+    assert by_steps["layout"]["xaxis"]["type"] == "category" and by_steps["layout"]["xaxis"]["categoryarray"] == ["1", "3"]
+    # no latency recorded: throughput against accept length, both better higher
+    assert specs["pareto"]["layout"]["xaxis"]["title"]["text"].startswith("accept_len (higher is better")
+    assert {found.label(g) for g in c.groups if id(g) in front} == {
+        "steps=3 topk=4 variant=patched patches=aux-fix", "steps=3 topk=4 variant=sweep patches=none",
+        "steps=1 topk=4 variant=sweep patches=none"}
     assert len(found.runs) == 9 and "accept_rate" not in c.metrics  # recorded as absent: not a number
 
 
 def test_pareto_front_keeps_the_points_nothing_beats_on_both_axes():
     points = [(1.0, 300.0), (2.0, 250.0), (1.5, 240.0), (3.0, 100.0), (2.0, 250.0)]
-    assert figures.pareto_front(points) == [0, 1, 4, 3]
+    assert pareto.pareto_front(points) == [0, 1, 4, 3]
 
 
 def test_database_text_is_escaped_everywhere(filled, tmp_path):

@@ -164,6 +164,53 @@ def test_report_opens_offline_with_every_figure_drawn(tmp_path):
     assert "http://example.invalid/x.png" in control_requests and any("control" in e for e in control_errors)
 
 
+# What a reader sees of the figures: each one's axis tick texts, legend texts and axis titles, as drawn
+DRAWN_TEXTS = """Object.fromEntries([...document.querySelectorAll('div.figure')].map(d => [d.id, {
+  ticks: [...d.querySelectorAll('.xtick text')].map(t => t.textContent),
+  legend: [...d.querySelectorAll('.legendtext')].map(t => t.textContent),
+  titles: [...d.querySelectorAll('.g-xtitle text, .g-ytitle text')].map(t => t.textContent)}]))"""
+# Pairs of tick labels of one axis whose boxes overlap (label text drawn over label text)
+OVERLAPPING_TICKS = """[...document.querySelectorAll('div.figure')].flatMap(d => {
+  const boxes = [...d.querySelectorAll('.xtick text')].map(t => t.getBoundingClientRect());
+  return boxes.flatMap((a, i) => boxes.slice(i + 1).filter(b => a.left < b.right && b.left < a.right
+    && a.top < b.bottom && b.top < a.bottom).map(() => d.id)); })"""
+
+
+def test_a_tuning_report_speaks_in_params_and_fits_1400_pixels(tmp_path):
+    """A steps x topk sweep's report in a 1400-pixel window: no sideways scrolling, the configurations
+    named by their swept values on the axes and in the legends, the Pareto figure drawn with its front."""
+    from tuning_runs import STEPS, TOPK, fill as fill_tuning
+
+    out = tmp_path / "report.html"
+    report.write(fill_tuning(tmp_path / "t.db", {"maximize": "output_tok_s", "subject_to": ["accept_len >= 2"]}),
+                 "tuning", out)
+    browser = Browser(tmp_path / "profile")
+    try:
+        page = browser.open("about:blank")
+        browser.call("Emulation.setDeviceMetricsOverride", page, width=1400, height=1000, deviceScaleFactor=1,
+                     mobile=False)
+        browser.call("Page.navigate", page, url=out.as_uri())
+        browser.wait(page, "document.readyState === 'complete' && document.querySelectorAll('#pareto svg.main-svg').length")
+        width = browser.evaluate(page, "[document.documentElement.scrollWidth, document.body.scrollWidth, innerWidth]")
+        texts = browser.evaluate(page, DRAWN_TEXTS)
+        overlapping = browser.evaluate(page, OVERLAPPING_TICKS)
+        _, errors = browser.seen(page)
+    finally:
+        browser.close()
+    assert errors == [] and max(width[:2]) <= 1400, width
+    labels = {f"speculative_num_steps={s} speculative_eagle_topk={k}" for s in STEPS for k in TOPK}
+    spread = texts["spread-output_tok_s"]["ticks"]  # one line per param (tspans, read as one text), narrow:
+    assert {tick.replace("eagle", " speculative_eagle").replace("num_", "speculative_num_") for tick in spread} == labels
+    assert texts["spread-output_tok_s"]["titles"][0].endswith("params without speculative_")  # without the shared start
+    assert {t.rstrip(" ★") for t in texts["pareto"]["legend"]} == labels | {"Pareto front"}
+    assert sum(t.endswith(" ★") for t in texts["pareto"]["legend"]) >= 2  # the front's configurations, starred
+    assert texts["pareto"]["titles"][0].startswith("itl_ms_p99") and texts["pareto"]["titles"][1] == "output_tok_s"
+    assert set(texts["by-speculative_num_steps"]["legend"]) == {f"speculative_eagle_topk={k}" for k in TOPK}
+    assert texts["by-speculative_num_steps"]["ticks"] == [str(s) for s in STEPS]
+    assert set(texts["headline-over-time"]["legend"]) == labels
+    assert overlapping == []
+
+
 @pytest.mark.slow
 def test_the_report_of_a_rehearsal_sweep(project):
     """A real rehearsal sweep (3 steps x 2 topk, 2 repeats, the 2 variants: 24 runs) recorded, reported, opened."""

@@ -15,10 +15,11 @@ if TYPE_CHECKING:
 __all__ = ["write"]
 
 
-def write(store: Reader, experiment: str, out: Path) -> int:
-    """Write the report of `experiment` from `store` to `out`; the number of runs it covers."""
+def write(store: Reader, experiment: str, out: Path, by: str = "") -> int:
+    """Write the report of `experiment` from `store` to `out`, configurations ranked by the
+    experiment's objective (`by`: another metric under its constraints); the number of runs it covers."""
     from . import data, page
 
-    found = data.load(store, experiment)
+    found = data.load(store, experiment, by)
     out.write_text(page.render(found), encoding="utf-8")
     return len(found.runs)

@@ -5,7 +5,9 @@ makes it (core/compare.py)."""
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +57,50 @@ class Experiment:
     def group_runs(self, group: comparing.Group) -> list[RunData]:
         return [self.by_id[i] for i in group.run_ids if i in self.by_id]
 
-    def label(self, group: comparing.Group) -> str:
-        """`#2 steps=3, topk=4`: the configuration's rank in the comparison and its varying values."""
-        assert self.comparison is not None
-        cells = ", ".join(f"{k}={comparing.cell(group, k)}" for k in self.comparison.varying)
-        return f"#{self.ranks[id(group)]} {cells}".rstrip()
+    @property
+    def swept(self) -> list[str]:
+        """What tells configurations apart: the swept params, then `variant` and `patches` when they do."""
+        return self.comparison.varying if self.comparison else []
+
+    def label(self, group: comparing.Group, between: str = " ", only: list[str] | None = None) -> str:
+        """`steps=3 topk=4`: the configuration by its swept values (`only` some of them), as a
+        reader tuned them; a rank or a run number would send the reader to the table to decode."""
+        names = self.swept if only is None else only
+        return between.join(f"{k}={_shown(comparing.cell(group, k))}" for k in names) or "the only configuration"
+
+    @functools.cached_property
+    def prefix(self) -> str:
+        """The start every swept param's name shares up to an `_` (`speculative_`), when two or more
+        params are swept: left off where a label must be narrow (an axis's ticks), said in its title."""
+        names = [k for k in self.swept if k not in ("variant", "patches")]
+        if len(names) < 2:
+            return ""
+        shared = os.path.commonprefix(names)
+        return shared[:shared.rfind("_") + 1]
+
+    def tick(self, group: comparing.Group) -> list[str]:
+        """The configuration's swept values, one a line, each name without the shared prefix."""
+        cut = len(self.prefix)
+        return [f"{k[cut:] if k.startswith(self.prefix) else k}={_shown(comparing.cell(group, k))}"
+                for k in self.swept] or ["the only configuration"]
+
+    def run_label(self, run: RunData) -> str:
+        """A run's swept values (a failed run's too: it is in no configuration)."""
+        values = {**run.record["params"], "variant": run.record["variant"],
+                  "patches": "+".join(p["name"] for p in run.record["patches"])}
+        return " ".join(f"{k}={_shown(values.get(k))}" for k in self.swept)
+
+    @functools.cached_property
+    def group_of(self) -> dict[int, comparing.Group]:
+        """Run id -> its configuration."""
+        return {i: g for g in (self.comparison.groups if self.comparison else []) for i in g.run_ids}
+
+
+def _shown(value: object) -> str:
+    """A value as the experiment file writes it; an empty one (no patches) as `none`."""
+    if value == "":
+        return "none"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _number(value: object) -> bool:
@@ -67,7 +108,7 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def load(store: Reader, experiment: str) -> Experiment:
+def load(store: Reader, experiment: str, by: str = "") -> Experiment:
     found = records.experiment_records(store, experiment, series_value=HEADLINE)
     if not found:
         known = queries.experiments(store)
@@ -77,8 +118,8 @@ def load(store: Reader, experiment: str) -> Experiment:
     counts = queries.status_counts(store, experiment)
     metrics = {m for r in comparable for m, v in r["metrics"].items() if _number(v)}
     comparison = None
-    if metrics:
-        by = HEADLINE if HEADLINE in metrics else sorted(metrics)[0]
+    if metrics:  # ranked as `orch compare` ranks: the experiment's objective, else throughput (`by` over it)
         left_out = {s: n for s, n in counts.items() if s != SUCCEEDED and n}
-        comparison = comparing.compare(experiment, comparable, left_out, by, HOST_SPECIFIC_PARAMS)
+        objective = comparing.objective_of(comparable, by)
+        comparison = comparing.compare(experiment, comparable, left_out, objective, HOST_SPECIFIC_PARAMS)
     return Experiment(experiment, [RunData(r) for r in found], comparison)

@@ -2,127 +2,163 @@
 plotly.js. No Python plotting objects are built (importing them would cost more than the report
 takes to write).
 
-Every text that comes from the database is HTML-escaped here: Plotly renders a subset of HTML in
-names, labels and hover texts.
+Every figure speaks in params: a configuration is named by its swept values (`steps=3 topk=4`) on
+each axis and in each legend, and keeps one colour in every figure. Every text that comes from the
+database is HTML-escaped here: Plotly renders a subset of HTML in names, labels and hover texts.
 """
 
 from __future__ import annotations
 
 import html
-import math
+import json
 from typing import Any
 
-from orchestrator.core.compare import Group, Stat
+from orchestrator.core.compare import Group, Stat, cell
 from orchestrator.engines.base import HEADLINE
 
-from .data import Experiment, RunData
+from .data import Experiment
 
-THROUGHPUT = "output_tok_s"  # orch's own measure of a workload, whatever the engine
 Figure = dict[str, Any]
+# Plotly's own first ten colours, fixed here so a configuration keeps its colour across figures
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+
+
+def legend_below(height: int) -> dict[str, Any]:
+    """A legend under the plot, below its axis title, wrapping across the plot's width: long param
+    labels do not squeeze the plot (`y` is a fraction of the plot area: a fixed gap in pixels)."""
+    return {"orientation": "h", "yanchor": "top", "y": -115 / max(height - 120, 1), "x": 0, "font": {"size": 11}}
 
 
 def text(value: Any) -> str:
     return html.escape(str(value), quote=False)  # Plotly shows &lt; &gt; &amp; as the characters
 
 
-def _layout(title: str, x: str, y: str, **more: Any) -> dict[str, Any]:
+def colour(found: Experiment, group: Group) -> str:
+    """The configuration's colour: by its rank, the same in every figure."""
+    return PALETTE[(found.ranks[id(group)] - 1) % len(PALETTE)]
+
+
+def layout(title: str, x: str, y: str, **more: Any) -> dict[str, Any]:
     return {"title": {"text": text(title)}, "xaxis": {"title": {"text": text(x)}, "automargin": True},
-            "yaxis": {"title": {"text": text(y)}, "automargin": True}, "height": 420,
-            "margin": {"t": 60, "l": 60, "r": 20, "b": 60}, **more}
+            "yaxis": {"title": {"text": text(y)}, "automargin": True}, "height": 440,
+            "margin": {"t": 60, "l": 70, "r": 20, "b": 60}, **more}
 
 
 def spread_by_config(found: Experiment, metric: str) -> Figure:
-    """One box per configuration over its repeats, every repeat drawn as a point."""
+    """One box per configuration over its repeats, every repeat a point; the configurations on a
+    categorical axis named by their swept values (one param a line), best first."""
     assert found.comparison is not None
-    xs: list[str] = []
-    ys: list[float] = []
-    hover: list[str] = []
+    data = []
     for group in found.comparison.groups:
-        rank, label = f"#{found.ranks[id(group)]}", text(found.label(group))
-        for run in found.group_runs(group):
-            if metric in run.metrics:
-                xs.append(rank)
-                ys.append(run.metrics[metric])
-                hover.append(f"{label}: run {run.id} (repeat {run.record['repeat']})")
-    trace = {"type": "box", "x": xs, "y": ys, "text": hover, "boxpoints": "all", "jitter": 0.3,
-             "pointpos": 0, "name": text(metric), "hovertemplate": "%{y}<br>%{text}<extra></extra>"}
-    return {"data": [trace], "layout": _layout(f"{metric} per configuration (box: the spread of repeats)",
-                                               "configuration (rank in the table)", metric, showlegend=False)}
+        runs = [r for r in found.group_runs(group) if metric in r.metrics]
+        if not runs:
+            continue
+        tick = "<br>".join(text(line) for line in found.tick(group))
+        data.append({"type": "box", "x": [tick] * len(runs), "y": [r.metrics[metric] for r in runs],
+                     "text": [f"run {r.id} (repeat {r.record['repeat']})" for r in runs], "boxpoints": "all",
+                     "jitter": 0.3, "pointpos": 0, "name": text(found.label(group)),
+                     "marker": {"color": colour(found, group)},
+                     "hovertemplate": "%{y}<br>%{text}<extra>%{fullData.name}</extra>"})
+    by = found.comparison.by
+    last = " (those failing a constraint last)" if found.comparison.objective.subject_to else ""
+    cut = f"; params without {found.prefix}" if found.prefix else ""
+    axis = layout(f"{metric} per configuration (box: the spread of repeats)",
+                  f"configuration, best first by {by}{last}{cut}", metric, showlegend=False)
+    axis["xaxis"].update(type="category", tickfont={"size": 11}, tickangle=0)
+    return {"data": data, "layout": axis}
 
 
-def metrics_by_param(runs: list[RunData], param: str, metrics: list[str]) -> Figure:
-    """Each metric against one swept param: one panel per metric, stacked, sharing the x axis
-    (a number line when every value is a number, else the values as categories in order)."""
-    panels, gap = len(metrics), 0.04
+def metrics_by_param(found: Experiment, param: str, metrics: list[str]) -> Figure:
+    """Each metric against one swept param (its values as categories, in order), one line per
+    combination of the other swept values (the legend names it), medians with min–max bars; one
+    panel per metric, stacked, sharing the x axis."""
+    assert found.comparison is not None
+    others = [k for k in found.swept if k != param]
+    panels, gap = len(metrics), 0.06
     height = (1 - gap * (panels - 1)) / panels
-    values = [r.record["params"].get(param) for r in runs]
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    layout = _layout(f"metrics against {param}", param, "")
-    layout.update(height=max(300, 170 * panels), showlegend=False)
-    layout["xaxis"].update(anchor=f"y{panels if panels > 1 else ''}",
-                           **({} if numeric else {"type": "category", "categoryorder": "category ascending"}))
+    groups = sorted(found.comparison.groups, key=lambda g: (found.label(g, only=others), _order(g.params.get(param))))
+    values = sorted({_key(g, param) for g in groups}, key=lambda v: _order(json.loads(v)))
+    tall = max(360, 230 * panels)
+    figure = layout(f"metrics against {param}" + (f", one line per {', '.join(others)}" if others else ""),
+                    param, "", height=tall, showlegend=bool(others), legend=legend_below(tall))
+    figure["xaxis"].update(type="category", categoryorder="array", categoryarray=[text(_tick(v)) for v in values],
+                           anchor=f"y{panels if panels > 1 else ''}")
     data = []
     for i, metric in enumerate(metrics):
         axis = "" if i == 0 else str(i + 1)
-        points = [(v if numeric else text(v), r.metrics[metric], r.id) for v, r in zip(values, runs) if metric in r.metrics]
-        data.append({"type": "scatter", "mode": "markers", "x": [p[0] for p in points], "y": [p[1] for p in points],
-                     "text": [f"run {p[2]}" for p in points], "name": text(metric), "xaxis": "x",
-                     "yaxis": f"y{axis}", "hovertemplate": "%{x}: %{y}<br>%{text}<extra></extra>"})
+        for n, (line, members) in enumerate(_lines(found, groups, others).items()):
+            points = [(g, s) for g in members if (s := g.stat(metric)) is not None]
+            if points:
+                labels = [found.label(g) for g, _ in points]
+                data.append(_line(line, PALETTE[n % len(PALETTE)], points, labels, param, metric, axis, i == 0))
         top = 1 - i * (height + gap)
-        layout[f"yaxis{axis}"] = {"title": {"text": text(metric)}, "domain": [top - height, top], "automargin": True}
-    return {"data": data, "layout": layout}
+        figure[f"yaxis{axis}"] = {"title": {"text": text(metric)}, "domain": [top - height, top], "automargin": True}
+    return {"data": data, "layout": figure}
 
 
-def headline_over_time(runs: list[RunData]) -> Figure:
-    """Accept length of each series point (decode log line) of each run, one line per run."""
-    data = []
-    for run in runs:
+def _lines(found: Experiment, groups: list[Group], others: list[str]) -> dict[str, list[Group]]:
+    """The configurations by the values of the other swept params: one line each."""
+    lines: dict[str, list[Group]] = {}
+    for g in groups:
+        lines.setdefault(found.label(g, only=others) if others else "", []).append(g)
+    return lines
+
+
+def _line(line: str, color: str, points: list[tuple[Group, Stat]], labels: list[str], param: str, metric: str,
+          axis: str, first: bool) -> dict[str, Any]:
+    """One line of medians; a line is a combination of the other swept values, not a configuration,
+    so its colour is its own (the legend of this figure)."""
+    name = text(line) if line else text(metric)
+    return {"type": "scatter", "mode": "lines+markers", "name": name, "legendgroup": name, "showlegend": first,
+            "x": [text(_tick(_key(g, param))) for g, _ in points], "y": [s.median for _, s in points],
+            "error_y": bars([s for _, s in points]), "marker": {"color": color, "size": 8}, "line": {"color": color},
+            "text": [text(label) for label in labels], "xaxis": "x", "yaxis": f"y{axis}",
+            "hovertemplate": f"{text(metric)} %{{y}}<br>%{{text}}<extra></extra>"}
+
+
+def _key(group: Group, param: str) -> str:
+    return json.dumps(cell(group, param), default=str)
+
+
+def _tick(key: str) -> str:
+    value = json.loads(key)
+    return value if isinstance(value, str) else key
+
+
+def _order(value: Any) -> tuple[int, float, str]:
+    """Numbers by value, before texts by text: 2 before 10."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
+def headline_over_time(found: Experiment) -> Figure:
+    """Accept length of each series point (decode log line) of each run, one line per run; the
+    legend names each configuration once, its repeats in its colour."""
+    data, named = [], set()
+    for run in found.runs:
         points = run.headline_series()
-        if points:
-            data.append({"type": "scatter", "mode": "lines+markers", "x": [p[0] for p in points],
-                         "y": [p[2] for p in points], "text": [text(p[1] or "") for p in points],
-                         "name": text(f"run {run.id} {run.record['variant']}"),
-                         "hovertemplate": "#%{x} %{text}: %{y}<extra>%{fullData.name}</extra>"})
-    layout = _layout(f"{HEADLINE} over time per run", "log line (in order)", HEADLINE)
+        if not points:
+            continue
+        group = found.group_of.get(run.id)
+        label = text(found.label(group) if group else f"{found.run_label(run)} ({run.record['status']})")
+        data.append({"type": "scatter", "mode": "lines+markers", "x": [p[0] for p in points],
+                     "y": [p[2] for p in points], "text": [text(p[1] or "") for p in points],
+                     "name": label, "legendgroup": label, "showlegend": label not in named,
+                     **({"line": {"color": colour(found, group)}} if group else {}),
+                     "hovertemplate": f"run {run.id} #%{{x}} %{{text}}: %{{y}}<extra>%{{fullData.name}}</extra>"})
+        named.add(label)
+    figure = layout(f"{HEADLINE} over time, one line per run", "log line (in order)", HEADLINE, height=520,
+                    legend=legend_below(520))
     if not data:  # a short workload's server may print no stats line with it
-        layout["annotations"] = [{"text": f"no run's series carries {HEADLINE}: its server log printed no decode "
+        figure["annotations"] = [{"text": f"no run's series carries {HEADLINE}: its server log printed no decode "
                                           "line with it", "showarrow": False, "xref": "paper", "yref": "paper",
                                   "x": 0.5, "y": 0.5}]
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": figure}
 
 
-def pareto(found: Experiment) -> tuple[Figure, set[int]]:
-    """Throughput against accept length per configuration (medians, min–max as error bars), the
-    front of configurations no other beats on both; the ranks (from 1) of those on it."""
-    assert found.comparison is not None
-    rows: list[tuple[int, Group, Stat, Stat]] = []
-    for rank, group in enumerate(found.comparison.groups, 1):
-        accept, throughput = group.stat(HEADLINE), group.stat(THROUGHPUT)
-        if accept and throughput and math.isfinite(accept.median + throughput.median):
-            rows.append((rank, group, accept, throughput))
-    points = [(a.median, t.median) for _, _, a, t in rows]
-    front = pareto_front(points)
-    everything = {
-        "type": "scatter", "mode": "markers+text", "name": "configurations", "textposition": "top center",
-        "x": [p[0] for p in points], "y": [p[1] for p in points], "text": [f"#{rank}" for rank, *_ in rows],
-        "hovertext": [text(found.label(g)) for _, g, _, _ in rows], "hoverinfo": "text+x+y",
-        "error_x": _bars([a for *_, a, _ in rows]), "error_y": _bars([t for *_, t in rows]),
-    }
-    line = {"type": "scatter", "mode": "lines", "name": "Pareto front", "line": {"dash": "dot"},
-            "x": [points[i][0] for i in front], "y": [points[i][1] for i in front], "hoverinfo": "skip"}
-    figure = {"data": [everything, line],
-              "layout": _layout("throughput against accept length (medians; bars: min–max of repeats)",
-                                HEADLINE, THROUGHPUT)}
-    return figure, {rows[i][0] for i in front}
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indexes of the points no other point beats on both axes (both maximised), by x ascending."""
-    front = [i for i, (x, y) in enumerate(points)
-             if not any(ox >= x and oy >= y and (ox, oy) != (x, y) for ox, oy in points)]
-    return sorted(front, key=lambda i: points[i])
-
-
-def _bars(spreads: list[Stat]) -> dict[str, Any]:
+def bars(spreads: list[Stat]) -> dict[str, Any]:
     return {"type": "data", "symmetric": False, "array": [s.high - s.median for s in spreads],
             "arrayminus": [s.median - s.low for s in spreads]}
+

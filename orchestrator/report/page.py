@@ -11,16 +11,20 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from orchestrator.core import compare as comparing
+from orchestrator.core.objective import THROUGHPUT
 from orchestrator.engines.base import HEADLINE
 
-from . import figures
+from . import figures, pareto, table
 from .data import Experiment, RunData
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}th{background:#f3f3f3}
-tr.best td{background:#e8f5e9}.figure{margin:16px 0;min-height:300px}
-details{margin:4px 0}summary{cursor:pointer}pre{background:#f7f7f7;padding:6px;white-space:pre-wrap}"""
+# One column no wider than a 1400-pixel window: long texts (paths, debug lines) wrap, never widen the page
+STYLE = """body{font-family:system-ui,sans-serif;margin:24px auto;padding:0 16px;max-width:1360px;color:#222}
+*{box-sizing:border-box}table{border-collapse:collapse;margin:8px 0;max-width:100%}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px;overflow-wrap:anywhere}
+th{background:#f3f3f3}td .spread{color:#777;font-size:11px}p.same{color:#444}
+tr.best td{background:#e8f5e9}tr.failed td{color:#888}.figure{margin:16px 0;min-height:300px;width:100%}
+details{margin:4px 0}summary{cursor:pointer;overflow-wrap:anywhere}
+pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;overflow-wrap:anywhere}"""
 DRAW = """for (const [id, fig] of Object.entries(JSON.parse(document.getElementById('figures').textContent))) {
   Plotly.newPlot(id, fig.data, fig.layout, {responsive: true, displaylogo: false});
 }"""
@@ -33,11 +37,11 @@ def render(found: Experiment) -> str:
         f"<h1>{escape(found.name)}: {len(found.runs)} runs"
         f"{f', {len(c.groups)} configurations' if c else ''}</h1>",
         "<h2>Configurations</h2>",
-        _comparison(found, front) if c else "<p>No succeeded run with a numeric metric: nothing to compare.</p>",
+        table.render(found, front) if c else "<p>No succeeded run with a numeric metric: nothing to compare.</p>",
         "<h2>Figures</h2>",
         *(f'<div class="figure" id="{escape(name)}"></div>' for name in specs),
         "<h2>Runs</h2>",
-        *(_run_details(run) for run in found.runs),
+        *(_run_details(found, run) for run in found.runs),
     ]
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -50,20 +54,20 @@ def render(found: Experiment) -> str:
 
 
 def _figures(found: Experiment) -> tuple[dict[str, figures.Figure], set[int]]:
-    """The figures by element id, and the ranks of the configurations on the Pareto front."""
+    """The figures by element id, and id() of each configuration on the Pareto front."""
     specs: dict[str, figures.Figure] = {}
     front: set[int] = set()
     c = found.comparison
     if c:
-        for metric in (m for m in (HEADLINE, figures.THROUGHPUT) if m in c.metrics):
+        x = pareto.against(found)
+        if x:
+            specs["pareto"], front = pareto.figure(found, x)
+        for metric in dict.fromkeys(m for m in (c.by, THROUGHPUT, HEADLINE) if m in c.metrics):
             specs[f"spread-{metric}"] = figures.spread_by_config(found, metric)
-        compared = [r for g in c.groups for r in found.group_runs(g)]
-        varying_metrics = [m for m in c.metrics if m not in c.steady]  # a steady one is listed above the table
+        shown, _ = table.columns(c)  # the table's metrics: the headline ones; a steady one is on its header line
         for param in (k for k in c.varying if k not in ("variant", "patches")):
-            specs[f"by-{param}"] = figures.metrics_by_param(compared, param, varying_metrics)
-    specs["headline-over-time"] = figures.headline_over_time(found.runs)
-    if c and {HEADLINE, figures.THROUGHPUT} <= set(c.metrics):
-        specs["pareto"], front = figures.pareto(found)
+            specs[f"by-{param}"] = figures.metrics_by_param(found, param, shown)
+    specs["headline-over-time"] = figures.headline_over_time(found)
     return specs, front
 
 
@@ -76,40 +80,9 @@ def _script_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _comparison(found: Experiment, front: set[int]) -> str:
-    """`orch compare`'s table: the params the same everywhere above it, one row per configuration,
-    best first by the comparison's metric; plus whether a row is on the Pareto front."""
-    c = found.comparison
-    assert c is not None
-    same = [f"{k} = {_show(v)}" for k, v in c.constant.items()] + [f"{k} = {v:.4g} (every run)" for k, v in c.steady.items()]
-    left = [f"{n} {status}" for status, n in c.left_out.items()]
-    head = ["#", "mark", *c.varying, "n", "runs", *c.metrics, "Pareto front"]
-    rows = []
-    for rank, group in enumerate(c.groups, 1):
-        cells = [str(rank), group.mark, *(_show(comparing.cell(group, k)) for k in c.varying),
-                 str(len(group.run_ids)), " ".join(map(str, group.run_ids))]
-        cells += [_stat(group.stat(m)) for m in c.metrics]
-        cells.append("on the front" if rank in front else "")
-        css = ' class="best"' if group.mark == comparing.BEST else ""
-        rows.append(f"<tr{css}>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>")
-    header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
-    return "".join([
-        f"<p>Succeeded runs by configuration, best first by {escape(c.by)} "
-        f"({'lower' if comparing.lower_is_better(c.by) else 'higher'} is better); "
-        f"within noise: its min–max overlaps the best's. Cells: median (min–max, n).</p>",
-        f"<p>The same in every run: {escape('; '.join(same))}</p>" if same else "",
-        f"<p>Not counted: {escape(', '.join(left))}</p>" if left else "",
-        f'<table id="configurations">{header}{"".join(rows)}</table>',
-    ])
-
-
-def _stat(s: comparing.Stat | None) -> str:
-    return "" if s is None else f"{s.median:.4g} ({s.low:.4g}–{s.high:.4g}, n={s.n})"
-
-
-def _run_details(run: RunData) -> str:
+def _run_details(found: Experiment, run: RunData) -> str:
     r = run.record
-    summary = f"run {r['id']} {r['variant']} on {r['host']}: {r['status']}"
+    summary = f"run {r['id']}: {found.run_label(run)}, {r['variant']} on {r['host']}: {r['status']}"
     params = "".join(f"<tr><td>{escape(k)}</td><td>{escape(_show(v))}</td></tr>" for k, v in sorted(r["params"].items()))
     patches = "".join(f"<tr><td>{escape(p['name'])}</td><td>{escape(p['target'])}</td><td>{escape(p['state'])}</td>"
                       f"<td>{escape(p['sha256_after'][:12])}</td></tr>" for p in r["patches"])
