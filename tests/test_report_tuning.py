@@ -38,7 +38,7 @@ def test_the_report_ranks_as_compare_does(stores):
     found = data.load(stores["at_least_2"], "tuning")
     assert first(found) == tuning_runs.fastest_meeting(2.0)
     html = page.render(found)
-    assert "subject to accept_len &gt;= 2" in html and html.count("<td>accept_len &gt;= 2</td>") == sum(
+    assert "subject to accept_len &gt;= 2" in html and html.count('<td class="text">accept_len &gt;= 2</td>') == sum(
         tuning_runs.accept_len(*p) < 2 for p in itertools.product(tuning_runs.STEPS, tuning_runs.TOPK))
 
 

@@ -19,6 +19,9 @@ from orchestrator.store import queries, records
 from orchestrator.store.reading import SUCCEEDED, Reader, shown
 
 
+TICK = 22  # characters of a tick label's line: nine configurations side by side in a 1400-pixel page
+
+
 @dataclass(frozen=True)
 class RunData:
     record: dict[str, Any]  # store.records.experiment_records: Store.record's keys for params, metrics, patches ...
@@ -79,10 +82,12 @@ class Experiment:
         return shared[:shared.rfind("_") + 1]
 
     def tick(self, group: comparing.Group) -> list[str]:
-        """The configuration's swept values, one a line, each name without the shared prefix."""
+        """The configuration's swept values, one a line, each name without the shared prefix and
+        each line at most TICK characters (a long path would run into the next tick; the hover
+        text and legends have it whole)."""
         cut = len(self.prefix)
-        return [f"{k[cut:] if k.startswith(self.prefix) else k}={_shown(comparing.cell(group, k))}"
-                for k in self.swept] or ["the only configuration"]
+        lines = [f"{k[cut:] if k.startswith(self.prefix) else k}={_shown(comparing.cell(group, k))}" for k in self.swept]
+        return [line if len(line) <= TICK else line[:TICK - 1] + "…" for line in lines] or ["the only configuration"]
 
     def run_label(self, run: RunData) -> str:
         """A run's swept values (a failed run's too: it is in no configuration)."""

@@ -81,7 +81,9 @@ def _table(found: Experiment, front: set[int], metrics: list[str], name: str, ma
                  *(_stat(group.stat(m)) for m in metrics),
                  *(["★ on the front" if id(group) in front else ""] if marks and front else [])]
         css = ' class="best"' if group.mark == comparing.BEST else ' class="failed"' if group.failed else ""
-        rows.append(f"<tr{css}>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+        texts = {i for i, k in enumerate(head) if k in c.varying or k in ("runs", "fails")}  # may wrap; numbers do not
+        rows.append(f"<tr{css}>" + "".join(f'<td class="text">{cell}</td>' if i in texts else f"<td>{cell}</td>"
+                                           for i, cell in enumerate(cells)) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     return f'<table id="{escape(name)}">{header}{"".join(rows)}</table>'
 
@@ -94,4 +96,7 @@ def _stat(s: comparing.Stat | None) -> str:
 
 
 def _show(value: Any) -> str:
+    """A value as the experiment file writes it; an empty one (no patches) as `none`."""
+    if value == "":
+        return "none"
     return value if isinstance(value, str) else json.dumps(value, default=str)
