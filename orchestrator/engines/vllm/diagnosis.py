@@ -249,6 +249,12 @@ _CAUSES: tuple[tuple[str, str, Callable[[re.Match[str]], str]], ...] = (
                f"{m.group(2)} values: the target captures fewer aux hidden states than the draft was trained on (too "
                "few layers for its aux layer ids, or another target): set eagle_aux_hidden_state_layer_ids in the "
                "draft config, or train the draft for this target."),
+    # the same fault under --enforce-eager: the CPU linear kernel checks the width first (handed vs fc's)
+    ("eagle3-aux-width", r"CHECK_EQ\(mat1\.size\(ndim - 1\), K\) failed\. (\d+) vs (\d+)",
+     lambda m: f"The EAGLE-3 draft's fc takes {m.group(2)} features per token but the target handed it {m.group(1)}: "
+               "the target captures fewer aux hidden states than the draft was trained on (too few layers for its "
+               "aux layer ids, or another target): set eagle_aux_hidden_state_layer_ids in the draft config, or "
+               "train the draft for this target."),
     ("draft-vocab-map", r"index (\d+) is out of bounds for dimension 0 with size (\d+)",
      lambda m: f"A draft token maps to target id {m.group(1)} of a vocabulary of {m.group(2)}: the draft's d2t holds "
                "absolute target ids where vLLM adds it to the draft id (target = draft + d2t[draft]): store "
