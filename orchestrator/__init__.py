@@ -1,8 +1,8 @@
 """orch: run LLM-serving experiments on GPU hosts over SSH and keep an exact record of each run.
 
-The library face: what `orch run`, `check`, `show` and `diff` do, callable from Python, and every
-error orch raises; each command's options are the parameters of its function here. Everything
-else in the package is internal.
+The library face: what `orch run`, `check`, `show`, `diff` and `revert` do, callable from Python,
+and every error orch raises; each command's options are the parameters of its function here.
+Everything else in the package is internal.
 
     import orchestrator as orch
 
@@ -11,10 +11,10 @@ else in the package is internal.
         print(outcome.variant, outcome.status, outcome.metrics.get("accept_len"))
     run = orch.Store("sqlite:///orch.db").get(outcomes[0].uid)
 
-Each function has an `_async` twin for callers that already run an event loop. Bad input (the
-experiment, the inventory, a patch) raises a `SpecError` or `PatchError`, a host that cannot be
-reached a `HostError`, all under `OrchError`; a run that fails is an `Outcome` with status
-`failed`, not an exception.
+Each function that reaches hosts has an `_async` twin for callers that already run an event
+loop. Bad input (the experiment, the inventory, a patch) raises a `SpecError` or `PatchError`, a
+host that cannot be reached a `HostError`, all under `OrchError`; a run that fails is an
+`Outcome` with status `failed`, not an exception.
 
 Importing the package is cheap: the database layer, the run lifecycle and SSH load on first use.
 """
@@ -33,6 +33,7 @@ if _typing.TYPE_CHECKING:
     from orchestrator.core.inventory import Host as _Host
     from orchestrator.core.diff import RunDiff
     from orchestrator.core.spec import RunPlan as _RunPlan, Spec
+    from orchestrator.host.reverting import Reverted as _Reverted
     from orchestrator.run.execute import Outcome
     from orchestrator.store.database import Store
 
@@ -40,7 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "run_experiment", "run_experiment_async", "check_experiment", "check_experiment_async", "load_spec",
-    "show_run", "run_requests", "diff_runs",
+    "show_run", "run_requests", "diff_runs", "revert_patches", "revert_patches_async",
     "Spec", "Outcome", "Store", "RunDiff",
     "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
     "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
@@ -178,6 +179,30 @@ def diff_runs(run_a: str = "last~1", run_b: str = "last", *, db: str = _DEFAULT_
     reader = reading.open_url(db)
     a, b = (reading.record(reader, reading.get(reader, ref)) for ref in (run_a, run_b))
     return diffs.RunDiff(a, b, diffs.compare(a, b, everything=everything))
+
+
+def revert_patches(hosts: _Sequence[str] = (), *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
+                   force: bool = False, report: _Report | None = None) -> "dict[str, list[_Reverted] | OrchError]":
+    """`orch revert`: every patch orch left applied on the hosts (names or tags; default: every host
+    of the inventory) put back, each host locked for it. Per host, `(patch record, is a baseline)`
+    for each file reverted, restored or found drifted (a file changed since orch patched it, or
+    since a revert left it; `force`: restore those too), or the host's error."""
+    import asyncio
+
+    return asyncio.run(revert_patches_async(hosts, inventory=inventory, db=db, force=force, report=report))
+
+
+async def revert_patches_async(hosts: _Sequence[str] = (), *, inventory: _Where = _DEFAULT_INVENTORY,
+                               db: str = _DEFAULT_DB, force: bool = False,
+                               report: _Report | None = None) -> "dict[str, list[_Reverted] | OrchError]":
+    """`revert_patches` on the caller's event loop."""
+    from orchestrator.core import inventory as inventories
+    from orchestrator.host import reverting
+    from orchestrator.store.database import Store
+
+    hosts_file = inventories.load(_Path(inventory))
+    chosen = hosts_file.select(tuple(hosts) or list(hosts_file.hosts))
+    return await reverting.revert_hosts(chosen, Store(db), report or _quiet, force=force)
 
 
 def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _Sequence[str],

@@ -94,8 +94,8 @@ CLI_NOT_YET_THROUGH_THE_FACE: dict[str, set[str]] = {
     "compare.py": {"core.compare", "core.defaults", "core.objective", "core.spec", "store.queries", "store.reading"},
     "doctor.py": {"core.inventory", "core.plancheck", "core.spec", "run.attempt", "run.doctor.causes",
                   "run.doctor.examination", "store.reading"},
-    "hosts.py": {"core.inventory", "engines", "host.cleanup", "host.drift", "host.facts", "host.journal",
-                 "host.lifecycle", "remote", "store.database"},
+    "hosts.py": {"core.inventory", "engines", "host.cleanup", "host.facts", "host.journal", "host.lifecycle",
+                 "host.reverting", "remote", "store.database"},
     "inputs.py": {"core.defaults", "core.inventory", "core.spec", "run.logimport", "store.reading"},
     "interrupt.py": {"core.spec", "host.server", "run.execute", "store.database", "store.reading"},
     "listing.py": {"core.compare", "store.metricjson", "store.queries", "store.reading"},
@@ -562,5 +562,6 @@ def test_cli_goes_through_the_face():
     found = past_the_face(orch_modules())
     new = {where: deep - CLI_NOT_YET_THROUGH_THE_FACE.get(where, set()) for where, deep in found.items()}
     gone = {where: listed - found.get(where, set()) for where, listed in CLI_NOT_YET_THROUGH_THE_FACE.items()}
-    assert not any(new.values()), f"cli/ reaching past the face (give the face the function): {new}"
-    assert not any(gone.values()), f"strike these off CLI_NOT_YET_THROUGH_THE_FACE: {gone}"
+    new, gone = ({where: left for where, left in each.items() if left} for each in (new, gone))
+    assert not new, f"cli/ reaching past the face (give the face the function): {new}"
+    assert not gone, f"strike these off CLI_NOT_YET_THROUGH_THE_FACE: {gone}"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import typer
 
+import orchestrator
 from orchestrator.core import inventory as inventories
 from . import ui
 from .text import line
@@ -28,20 +29,10 @@ def revert(
     force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
 ) -> None:
     """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
-    from orchestrator.host.lifecycle import Held, Locking
-
-    chosen = _chosen(host)
-
-    async def one(held: Held) -> list[tuple[PatchRecord, bool]]:  # the lifecycle's recovery is the revert
-        assert held.recovery is not None  # a Locking was given: the host was recovered
-        for uid in held.recovery.interrupted:
-            ui.progress(held.session.host.name, f"run {uid} marked interrupted: its controller died")
-        # (record, is a baseline): a file changed since a revert left it is said too; --force restored it
-        found = [(r, False) for r in held.recovery.reverted] + [(r, True) for r in held.recovery.restored]
-        return found if force else found + await _changed_since_revert(held)
-
+    results = orchestrator.revert_patches(_split(host), inventory=settings.inventory, db=settings.db, force=force,
+                                          report=ui.progress)
     code = EXIT_OK
-    for name, result in _on_hosts(chosen, one, Locking("revert", _store(), force=force)).items():
+    for name, result in results.items():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
@@ -57,21 +48,11 @@ def revert(
     raise typer.Exit(code)
 
 
-async def _changed_since_revert(held: Held) -> list[tuple[PatchRecord, bool]]:
-    """Each file that differs from what orch's last revert left it with (`host/drift.py`), as drifted."""
-    import dataclasses
-
-    from orchestrator.host import drift
-
-    journal = held.session.journal
-    found = await drift.find(held.session, [b.file for b in await journal.baseline_records()])
-    return [(dataclasses.replace(d.records[0], state="drifted", backup=journal.baseline_paths(d.file)[1]), True)
-            for d in found if d.baseline]
-
-
 async def _patch_states(held: Held) -> list[PatchRecord]:
     """The journal's records as their files are now, and each file changed since a revert left it."""
-    return [*await held.session.journal.status(), *(r for r, _ in await _changed_since_revert(held))]
+    from orchestrator.host.reverting import changed_since_revert
+
+    return [*await held.session.journal.status(), *(r for r, _ in await changed_since_revert(held))]
 
 
 def _chosen(names: Optional[str]) -> list[inventories.Host]:
