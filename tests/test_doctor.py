@@ -156,3 +156,21 @@ def test_vllm_standin_absolute_d2t_is_named_and_turned_to_offsets(project: Path,
     assert found["fix"]["checkpoints"][0]["transforms"] == [{"d2t_to_offsets": True}]
     assert found["accept_len_before"] <= 1.1 and found["accept_len_after"] >= 2.0
     assert found["probes"] == ["draft-load"]  # the real vLLM's probes do not anchor in the stand-in's files
+
+
+@pytest.mark.parametrize("preflight", [True, False], ids=["preflight", "probes-alone"])
+def test_a_draft_whose_aux_layers_the_target_lacks_is_named(project: Path, preflight: bool) -> None:
+    (project / "experiments" / "base.yaml").write_text(sglang("base", free_port()))
+    assert orch(project, "check", "experiments/base.yaml").returncode == 0  # installs the rehearsal checkpoints
+    draft = project / "deep-aux-draft"
+    shutil.copytree(project / "host" / "rehearsal" / "checkpoints" / "eagle3-draft", draft)
+    config = json.loads((draft / "config.json").read_text())
+    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 5, 20]  # the 12-layer target has no layer 21
+    (draft / "config.json").write_text(json.dumps(config))
+    (project / "experiments" / "deep.yaml").write_text(sglang("deep", free_port()).replace(
+        '"{{ host.rehearsal }}/checkpoints/eagle3-draft"', f'"{draft}"'))
+    found = doctor(project, "experiments/deep.yaml", *([] if preflight else ["--no-preflight"]))
+    assert found["cause"] == "aux-layers-mismatch"
+    assert any("width=128 fc_in=192" in line for line in found["evidence"]), found["evidence"]
+    assert any("layers=[1, 5, 20]" in line for line in found["evidence"]), found["evidence"]
+    assert found["fix"]["runnable"] is False and found["accept_len_after"] is None

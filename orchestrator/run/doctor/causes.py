@@ -52,6 +52,8 @@ def decide(evidence: Evidence) -> Decision:
             return found
     if evidence.accept_len is not None and evidence.accept_len >= FITS:
         return Decision("none", (evidence.acceptance_line(),), "acceptance")
+    if evidence.accept_len is None and evidence.status != "succeeded":  # nothing measured: the run's own error
+        return Decision("server-failed", (f"run {evidence.run_id} {evidence.status}: {evidence.error}",), "run")
     return Decision("draft-rejected", (evidence.acceptance_line(), *evidence.probe_lines.values()), "acceptance")
 
 
@@ -69,7 +71,9 @@ def hidden_width(evidence: Evidence) -> Decision | None:
         if asked:
             return Decision("algorithm-not-eagle3", (line, f"the launch asked {asked}", capture), "probe hidden-width")
         return Decision("aux-capture-off", (line, capture), "probe hidden-width")
-    return Decision("aux-layers-mismatch", (line, f"{width} wide reaches an fc that takes {fc_in}"), "probe hidden-width")
+    capture = evidence.probe_lines.get("capture")
+    return Decision("aux-layers-mismatch", (line, f"{width} wide reaches an fc that takes {fc_in}",
+                                            *([capture] if capture else [])), "probe hidden-width")
 
 
 def fc_width(evidence: Evidence) -> Decision | None:

@@ -28,6 +28,7 @@ class Evidence:
     findings: tuple[dict[str, Any], ...]  # the preflight's findings (none with --no-preflight)
     diagnosis: dict[str, Any] | None  # the engine's reading of a server that failed
     probes_run: tuple[str, ...] = ()  # the probes whose patches the host's source took
+    error: str | None = None  # the run's error, when it failed
     one_layer_launch: str | None = None  # `param=value` when the launch asked for one layer (EAGLE, not EAGLE3)
 
     def finding(self, *codes: str) -> dict[str, Any] | None:
@@ -69,7 +70,7 @@ def read(record: dict[str, Any], findings: list[dict[str, Any]], probes_run: tup
         run_id=record["id"], status=record["status"], accept_len=None if accept is None else float(accept),
         params=dict(record.get("params") or {}), probes=probes, probe_lines=lines,
         per_position=per_position(record), findings=tuple(findings), diagnosis=record.get("diagnosis"),
-        probes_run=probes_run, one_layer_launch=_one_layer(record, algorithm_param, one_layer_values))
+        probes_run=probes_run, error=record.get("error"), one_layer_launch=_one_layer(record, algorithm_param, one_layer_values))
 
 
 def _one_layer(record: dict[str, Any], param: str, values: tuple[str, ...]) -> str | None:
