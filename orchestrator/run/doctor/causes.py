@@ -71,9 +71,9 @@ def hidden_width(evidence: Evidence) -> Decision | None:
         if asked:
             return Decision("algorithm-not-eagle3", (line, f"the launch asked {asked}", capture), "probe hidden-width")
         return Decision("aux-capture-off", (line, capture), "probe hidden-width")
-    capture = evidence.probe_lines.get("capture")
+    asked_layers = evidence.probe_lines.get("capture")
     return Decision("aux-layers-mismatch", (line, f"{width} wide reaches an fc that takes {fc_in}",
-                                            *([capture] if capture else [])), "probe hidden-width")
+                                            *([asked_layers] if asked_layers else [])), "probe hidden-width")
 
 
 def fc_width(evidence: Evidence) -> Decision | None:
