@@ -1,6 +1,6 @@
 """orch: run LLM-serving experiments on GPU hosts over SSH and keep an exact record of each run.
 
-The library face: what `orch run`, `check`, `show`, `diff` and `revert` do, callable from Python,
+The library face: what `orch run`, `check`, `show`, `diff`, `revert` and `stop` do, callable from Python,
 and every error orch raises; each command's options are the parameters of its function here.
 Everything else in the package is internal.
 
@@ -41,7 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "run_experiment", "run_experiment_async", "check_experiment", "check_experiment_async", "load_spec",
-    "show_run", "run_requests", "diff_runs", "revert_patches", "revert_patches_async",
+    "show_run", "run_requests", "diff_runs", "revert_patches", "revert_patches_async", "stop_runs", "stop_runs_async",
     "Spec", "Outcome", "Store", "RunDiff",
     "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
     "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
@@ -203,6 +203,37 @@ async def revert_patches_async(hosts: _Sequence[str] = (), *, inventory: _Where 
     hosts_file = inventories.load(_Path(inventory))
     chosen = hosts_file.select(tuple(hosts) or list(hosts_file.hosts))
     return await reverting.revert_hosts(chosen, Store(db), report or _quiet, force=force)
+
+
+def stop_runs(run: str | None = None, *, hosts: _Sequence[str] | None = None, every: bool = False,
+              inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
+              report: _Report | None = None) -> "dict[str, list[str] | OrchError]":
+    """`orch stop RUN | --host H | --all`: stop the servers orch started (found by their run mark),
+    revert their patches and mark their runs interrupted. Give one of `run` (id, uid or `last`),
+    `hosts` (names or tags; empty: every host) or `every`. A run whose controller is a live
+    `orch run` here gets SIGTERM and is waited for. Per host, a line for each run it interrupted,
+    or the host's error."""
+    import asyncio
+
+    return asyncio.run(stop_runs_async(run, hosts=hosts, every=every, inventory=inventory, db=db, report=report))
+
+
+async def stop_runs_async(run: str | None = None, *, hosts: _Sequence[str] | None = None, every: bool = False,
+                          inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
+                          report: _Report | None = None) -> "dict[str, list[str] | OrchError]":
+    """`stop_runs` on the caller's event loop."""
+    from orchestrator.core import inventory as inventories
+    from orchestrator.run import stopping
+    from orchestrator.store.database import Store
+
+    if sum((run is not None, hosts is not None, every)) != 1:
+        raise SpecError("say what to stop: `orch stop RUN`, `orch stop --host H` or `orch stop --all`")
+    store = Store(db)
+    target = store.get(run) if run is not None else None  # an unknown run: exit 2
+    named = (target.host,) if target is not None else tuple(hosts or ())
+    hosts_file = inventories.load(_Path(inventory))
+    chosen = hosts_file.select(named or list(hosts_file.hosts))
+    return await stopping.stop_runs(store, chosen, target, report or _quiet)
 
 
 def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _Sequence[str],

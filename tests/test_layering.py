@@ -97,14 +97,13 @@ CLI_NOT_YET_THROUGH_THE_FACE: dict[str, set[str]] = {
     "hosts.py": {"core.inventory", "engines", "host.cleanup", "host.facts", "host.journal", "host.lifecycle",
                  "host.reverting", "remote", "store.database"},
     "inputs.py": {"core.defaults", "core.inventory", "core.spec", "run.logimport", "store.reading"},
-    "interrupt.py": {"core.spec", "host.server", "run.execute", "store.database", "store.reading"},
+    "interrupt.py": {"core.spec", "run.execute", "run.stopping", "store.database", "store.reading"},
     "listing.py": {"core.compare", "store.metricjson", "store.queries", "store.reading"},
     "live.py": {"engines", "run.attempt"},
     "records.py": {"core.inventory", "host.server", "host.session", "store.reading"},
     "report.py": {"report"},
     "runs.py": {"core.clock", "core.render", "core.secrets", "core.spec", "engines", "host.session", "remote",
                 "run.execute", "run.plankey", "run.sweep", "store.database"},
-    "stop.py": {"core.clock", "host.lifecycle", "store.database"},
     "ui.py": {"core.defaults", "core.diff", "run.attempt", "store.database"},
 }
 

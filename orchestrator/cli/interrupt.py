@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.core.spec import RunPlan
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
-from orchestrator.host import server
+from orchestrator.run.stopping import CLEANUP_BOUND_S  # every server's grace, then the reverts
 from orchestrator.store.reading import INTERRUPTED, RUNNING, SUCCEEDED
 from . import ui
 
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # the ORM is imported where rows are written
 
 T = TypeVar("T")
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-CLEANUP_BOUND_S = server.STOP_GRACE_SECONDS + 30  # every server's grace, then the reverts
 
 
 def run(work: Coroutine[Any, Any, T], store: Store, controller: str, since: str) -> tuple[T | None, str | None]:

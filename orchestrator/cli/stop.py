@@ -1,32 +1,16 @@
-"""`orch stop RUN | --host H | --all`: stop the servers orch started, revert their patches, record why.
-
-A run whose controller is a live `orch run` on this machine is stopped by that controller: it gets
-SIGTERM and does its own cleanup (cli/interrupt.py), which this command waits for. Everything else
-(a controller that died, servers left up) is cleaned up here under the host lock: the host
-lifecycle's recovery stops every server found by its run mark under the host's runs and reverts
-the journal; the runs it ends are marked `interrupted`, "stopped by orch stop"."""
+"""`orch stop RUN | --host H | --all`: stop the servers orch started, revert their patches, record
+why (`run/stopping.py`, through the library face's `stop_runs`)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 
-from orchestrator.errors import EXIT_OK, OrchError, SpecError
+import orchestrator
+from orchestrator.errors import EXIT_OK, OrchError
 from . import ui
-from .app import _store, app
-from .hosts import _chosen, _on_hosts
-
-if TYPE_CHECKING:
-    from orchestrator.host.lifecycle import Held
-    from orchestrator.store.database import Run, Store
-
-WHY = "stopped by orch stop"
+from .app import _split, app, settings
 
 
 @app.command()
@@ -36,26 +20,10 @@ def stop(
     every: bool = typer.Option(False, "--all", help="Every run and server of every host in the inventory."),
 ) -> None:
     """Stop servers orch started (found by their run mark), revert their patches, mark their runs interrupted."""
-    from orchestrator.store.database import RUNNING
-
-    if sum((run_ref is not None, host is not None, every)) != 1:
-        raise SpecError("say what to stop: `orch stop RUN`, `orch stop --host H` or `orch stop --all`")
-    store = _store()
-    target = store.get(run_ref) if run_ref is not None else None  # an unknown run: exit 2
-    chosen = _chosen(target.host if target is not None else host)
-    names = {h.name for h in chosen}
-    running = [r for r in store.runs(status=RUNNING) if r.host in names and (target is None or r.uid == target.uid)]
-    for pid, runs in _live_controllers(running).items():
-        _stop_controller(store, pid, runs)
-    if target is not None and target.status != RUNNING and target.uid not in {r.uid for r in running}:
-        ui.progress(target.host, f"run {target.uid} is {target.status}; stopping what it may have left")
-
-    async def one(held: Held) -> list[str]:  # the lifecycle's recovery stopped and reverted what was left
-        assert held.recovery is not None
-        return _record(store, held, target)
-
+    results = orchestrator.stop_runs(run_ref, hosts=None if host is None else _split(host), every=every,
+                                     inventory=settings.inventory, db=settings.db, report=ui.progress)
     code = EXIT_OK
-    for name, result in _on_hosts(chosen, one, _locking(store)).items():
+    for name, result in results.items():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
@@ -63,75 +31,3 @@ def stop(
             for line in result or ["nothing left to stop"]:
                 ui.progress(name, line)
     raise typer.Exit(code)
-
-
-def _locking(store: Store):
-    from orchestrator.host.lifecycle import Locking
-
-    return Locking("stop", store)
-
-
-def _record(store: Store, held: Held, target: Run | None) -> list[str]:
-    """Mark what recovery ended, and runs still `running` on the host (no live command holds it now:
-    this one has its lock), interrupted by orch stop."""
-    from orchestrator.core.clock import now
-    from orchestrator.store.database import INTERRUPTED, RUNNING
-
-    assert held.recovery is not None
-    host = held.session.host.name
-    lines = []
-    ended = {uid for uid in held.recovery.interrupted if target is None or uid == target.uid}
-    for run in store.runs(status=RUNNING):
-        if run.host == host and (target is None or run.uid == target.uid):
-            store.update_run(run, status=INTERRUPTED, ended_at=now(), error=f"{WHY}: its controller {run.controller} "
-                             "was not running it any more")
-            ended.add(run.uid)
-    for uid in sorted(ended):
-        run = store.get(uid)
-        store.event(run, "stopped", f"{WHY} on {host}: server stopped, patches reverted")
-        if WHY not in (run.error or ""):
-            store.update_run(run, error=f"{WHY}; {run.error}" if run.error else WHY)
-        lines.append(f"run {uid} interrupted ({WHY})")
-    return lines
-
-
-def _live_controllers(runs: list[Run]) -> dict[int, list[Run]]:
-    """The runs whose controller is a live `orch run` process on this machine, by its pid."""
-    found: dict[int, list[Run]] = {}
-    here = socket.gethostname()
-    for run in runs:
-        name, _, pid = (run.controller or "").rpartition(":")
-        if name == here and pid.isdigit() and int(pid) != os.getpid() and _is_orch_run(int(pid)):
-            found.setdefault(int(pid), []).append(run)
-    return found
-
-
-def _is_orch_run(pid: int) -> bool:
-    """Whether `pid` is an `orch run` process (its command line), alive and not a zombie."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    orch = any(Path(a).name == "orch" or "orchestrator" in a for a in argv)
-    return state not in ("Z", "X") and orch and "run" in argv
-
-
-def _stop_controller(store: Store, pid: int, runs: list[Run]) -> None:
-    """SIGTERM to a live `orch run`, then wait for it to stop its servers and revert its patches."""
-    from .interrupt import CLEANUP_BOUND_S
-
-    uids = ", ".join(r.uid for r in runs)
-    ui.progress(runs[0].host, f"run(s) {uids} are run by `orch run` pid {pid}: sent it SIGTERM; waiting for its cleanup")
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + CLEANUP_BOUND_S + 15
-    while _is_orch_run(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _is_orch_run(pid):
-        ui.progress(runs[0].host, f"warning: `orch run` pid {pid} is still cleaning up after {CLEANUP_BOUND_S + 15:.0f} s; "
-                   "what it leaves is stopped here once its lock is free")
-    for run in runs:
-        run = store.get(run.uid)
-        store.event(run, "stopped", f"{WHY}: SIGTERM to its controller, `orch run` pid {pid}")
-        if run.status != "running":
-            store.update_run(run, error=f"{WHY} (SIGTERM to its controller pid {pid}); {run.error}")
