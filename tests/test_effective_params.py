@@ -132,7 +132,7 @@ def test_a_schema_3_database_gains_the_column_in_place(url):
     store.update_run(run, effective_params={"speculative_num_draft_tokens": 4})
     assert Store(url).get("old").effective_params == {"speculative_num_draft_tokens": 4}
     with engine.connect() as conn:
-        assert conn.execute(text(f"SELECT max(version) FROM {schema.TABLE}")).scalar() == schema.VERSION == 4
+        assert conn.execute(text(f"SELECT max(version) FROM {schema.TABLE}")).scalar() == schema.VERSION >= 4
         assert "effective_params" in {c["name"] for c in inspect(conn).get_columns("run")}
     engine.dispose()
 
