@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
 import re
@@ -49,7 +50,8 @@ def test_second_lock_is_refused_with_the_owners_details_and_release_frees_it(tmp
     assert held.owner == first.owner and held.owner.controller == socket.gethostname() and held.owner.pid == os.getpid()
     assert refused.exit_code == EXIT_HOST
     message = str(refused)
-    assert f"box: busy: {tmp_path}/lock is held by controller {socket.gethostname()} pid {os.getpid()}" in message
+    assert f"box: busy: {tmp_path}/lock is held by {getpass.getuser()} on controller {socket.gethostname()} " \
+        f"pid {os.getpid()}" in message
     assert f"started {first.owner.started_at}" in message and "lease 60 s" in message
     assert free is None and not (tmp_path / "lock").exists()
 
@@ -158,8 +160,9 @@ def test_second_orch_run_on_a_busy_host_exits_3_and_changes_nothing(project, whe
         tree = snapshot(project / "host" / "rehearsal")
         second = orch(project, "run", str(spec), "--variant", "fixed", "--set", f"port={free_port()}")
         assert second.returncode == EXIT_HOST, second.stdout + second.stderr
-        text = " ".join(second.stdout.split())
-        assert f"busy: {project / 'host' / 'lock'} is held by controller {owner['controller']} pid {first.pid}" in text
+        text = " ".join((second.stdout + second.stderr).split())
+        assert f"busy: {project / 'host' / 'lock'} is held by {owner['user']} on controller {owner['controller']} " \
+            f"pid {first.pid}" in text and text.count("busy:") == 1  # one line for the plans it refused
         assert owner["pid"] == first.pid and "lease renewed" in text
         assert json.loads((project / "host" / "lock").read_text())["token"] == owner["token"]
         assert {str(p): p.read_bytes() for p in (project / "host" / "journal").rglob("*") if p.is_file()} == journal

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from .app import app as app, hosts_app as hosts_app  # first: the app the commands register on
-from . import ui
+from . import ui, waiting
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
 
 
@@ -30,6 +30,7 @@ def main() -> None:
         except UnicodeEncodeError:  # bytes that are not UTF-8, kept as surrogates: no file or database takes them
             ui.error(f"argument {os.fsencode(arg)!r} is not UTF-8 text; give it in UTF-8")
             sys.exit(EXIT_BAD_INPUT)
+    sys.argv[1:] = waiting.with_values(sys.argv[1:])  # `--wait` alone: its default value
     try:
         code = app(standalone_mode=False)  # returns the code of a typer.Exit instead of raising it
     except OrchError as exc:

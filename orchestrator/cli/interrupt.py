@@ -102,9 +102,10 @@ def still_left(store: Store, controller: str, since: str) -> list[str]:
             f"(kill -9 {pid}), `orch revert --host {r.host}` finishes the cleanup" for r in running]
 
 
-def report(store: Store, controller: str, since: str, hosts: list[str], plans: list[RunPlan], why: str) -> list[Any]:
-    """Print what the interruption did on each host; return the outcomes for the summary: every run
-    this command made, then each plan it never started."""
+def report(store: Store, controller: str, since: str, hosts: list[str],
+           plans: list[RunPlan]) -> tuple[list[Any], list[RunPlan]]:
+    """Print what the interruption did on each host; return the outcomes for the summary (every run
+    this command made) and the plans it never started."""
     from orchestrator.store.database import controller_runs
     from orchestrator.run.execute import Outcome
 
@@ -114,13 +115,13 @@ def report(store: Store, controller: str, since: str, hosts: list[str], plans: l
     outcomes = [Outcome(r.id, r.uid, r.variant, r.host, r.status, store.record(r)["metrics"], tuple(r.flags or ()),
                         r.error, exit_code=_exit_code(r.status)) for r in made]
     started = Counter(r.plan_key for r in made)
+    unstarted = []
     for plan in plans:
         if started[plan.key] > 0:
             started[plan.key] -= 1
             continue
-        outcomes.append(Outcome(None, "-", plan.variant, "-", INTERRUPTED, error=f"not started: {why}",
-                                exit_code=EXIT_INTERRUPTED))
-    return outcomes
+        unstarted.append(plan)
+    return outcomes, unstarted
 
 
 def _host_line(runs: list[Run], store: Store) -> str:

@@ -11,7 +11,7 @@ import typer
 from orchestrator import engines
 from orchestrator.core import spec as specs
 from orchestrator.run import plankey
-from . import ui
+from . import swept, ui, waiting
 from .text import visible
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from .app import SET_HELP, _load, _store, app
@@ -34,6 +34,8 @@ def run(
                                          help="Run even where another process holds the run's GPUs (recorded with each run)."),
     accept_drift: bool = typer.Option(False, "--accept-drift", help="Patch a file changed by hand since orch left it "
                                       "as it is now (the change recorded with the run) instead of stopping."),
+    wait: Optional[str] = typer.Option(None, "--wait", metavar="[TIMEOUT]", help="Wait up to TIMEOUT seconds "
+                                       "(alone: an hour) for a host another orch command holds, instead of refusing it."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
     from orchestrator.run import execute, sweep
@@ -45,6 +47,8 @@ def run(
         spec = dataclasses.replace(spec, allow_busy_gpus=True)
     if accept_drift:
         spec = dataclasses.replace(spec, accept_drift=True)
+    if wait is not None:
+        spec = dataclasses.replace(spec, lock_wait_s=waiting.seconds(wait))
     plans = plankey.fingerprinted(spec, plans)
     store = cast("Store", _OpenedWhenUsed()) if dry_run else _store()  # a dry run records nothing
     if resume:
@@ -59,16 +63,17 @@ def run(
     done, why = interrupt.run(sweep.run_all(spec, plans, chosen, store, ui.reporter, dry_run=dry_run),
                               store, controller, since)
     if why is not None:  # every host cleaned up: what each did, the runs, exit 130
-        outcomes = interrupt.report(store, controller, since, [h.name for h in chosen], plans, f"interrupted by {why}")
+        outcomes, unstarted = interrupt.report(store, controller, since, [h.name for h in chosen], plans)
         ui.summary(outcomes, engines.get(spec.engine).metrics, ui.matrix_params(plans, outcomes, store))
+        for said in swept.unstarted_lines(unstarted, swept.names(plans), f"interrupted by {why}"):
+            ui.console.print(visible(said), markup=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED)
     outcomes = done or []
     if not dry_run:
         ui.summary(outcomes, engines.get(spec.engine).metrics, ui.matrix_params(plans, outcomes, store))
         # a plan that never became a run (its host refused, or could not be reached) is shown by
-        # nothing else: its error, once per host, on a line of its own below the table
-        for error in dict.fromkeys(o.error for o in outcomes if o.run_id is None and o.error):
-            ui.error(error)
+        # nothing else: its error, once per reason, on a line of its own below the table
+        ui.not_run(outcomes)
     else:  # no runs, so no table: each error on its own line, once (the experiment's own error is every plan's)
         ui.progress_done()
         for error in dict.fromkeys(o.error for o in outcomes if o.error):

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from orchestrator.core.diff import Row
 from orchestrator.records import MetricInfo
-from . import live
+from . import live, swept
 from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
 
 if TYPE_CHECKING:
@@ -56,6 +56,9 @@ def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...], params: Params
     and the metrics its engine declares. The live table (or the log) ends first, with the counts of
     the warnings given more than once."""
     progress_done()
+    outcomes = [o for o in outcomes if o.run_id is not None]  # a plan that never ran: `not_run`'s one line
+    if not outcomes:
+        return
     names, values = params or ((), {})
     table = Table(title="runs", title_justify="left")
     for column in ("run", "variant", *names, "host", "status", *(m.label for m in metrics), "flags / error"):
@@ -72,16 +75,22 @@ def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...], params: Params
     console.print(table)
 
 
+def not_run(outcomes: list[Any]) -> None:
+    """The plans that never became runs, one line per reason (a busy host refuses all its plans
+    at once: one line says so, not one per plan)."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        if o.run_id is None and o.error:
+            counts[o.error] = counts.get(o.error, 0) + 1
+    for why, n in counts.items():
+        error(f"{n} plan(s) not run: {why}")
+
+
 def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
     """The params that tell the plans apart: the matrix's keys, then every other param whose value
     differs between plans (variants), host-specific ones (a port) aside; each run's values read from
     its row, as rendered for its host."""
-    from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
-
-    names = dict.fromkeys(k for plan in plans for k in plan.point)
-    for key in dict.fromkeys(k for plan in plans for k in plan.params):
-        if key not in HOST_SPECIFIC_PARAMS and len({repr(plan.params.get(key)) for plan in plans}) > 1:
-            names.setdefault(key)
+    names = swept.param_names(plans)
     if not names:
         return (), {}
     return tuple(names), {o.run_id: store.get(str(o.run_id)).params for o in outcomes if o.run_id is not None}

@@ -96,6 +96,7 @@ class Spec:
     allow: tuple[str, ...] = ()  # `preflight: {allow: [code]}`: preflight errors acknowledged for every run
     allow_busy_gpus: bool = False  # `orch run --allow-busy-gpus`: GPUs held by others warn instead of stopping the run
     accept_drift: bool = False  # `orch run --accept-drift`: a file changed by hand since orch left it is patched as it is
+    lock_wait_s: float | None = None  # `orch run --wait`: a host another orch command holds is waited for this long
     extra_params: tuple[str, ...] = ()  # params the template reads indirectly (so a matrix or --set key may name them)
     secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
     engine: str = engines.DEFAULT  # `engine:` the serving engine (engines.KNOWN)

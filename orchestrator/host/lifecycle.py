@@ -26,7 +26,7 @@ from orchestrator.engines.base import Engine, Say
 from orchestrator.errors import HostError, OrchError
 from orchestrator.remote.group import fan_out, uncancelled
 from orchestrator.remote.slurm import NodeConnection
-from . import rehearsal
+from . import lockwait, rehearsal
 from .journal import Journal
 from .lock import HostLock
 from .recovery import Recovery, recover
@@ -47,6 +47,7 @@ class Locking:
     store: Store
     force: bool = False  # recovery also restores files that changed after orch patched them
     lease_note: Callable[[str], str] | None = None  # keep the lease renewed, naming what runs on the host now
+    wait_s: float | None = None  # a lock another command holds is waited for this long (`host/lockwait.py`)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ async def holding(session: HostSession, say: Say, locking: Locking | None = None
     try:
         if locking is not None:
             taking = HostLock(session.conn, host.workdir, locking.purpose)
-            broken = await taking.acquire()
+            broken = await lockwait.acquire(taking, locking.wait_s, say)
             lock = taking
             recovery = await recover(session, locking.store, say, force=locking.force, broken=broken)
             for node in await _node_folders(session):  # what a run over several nodes of a job left there

@@ -14,6 +14,7 @@ not keep a dead owner alive).
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
 import secrets
@@ -45,10 +46,11 @@ class LockOwner:
     run: str  # uid of the run being worked on ("" between runs)
     started_at: str
     lease_s: float
+    user: str = ""  # who ran the command ("" in a lock an older orch wrote)
 
     def describe(self) -> str:
-        return (f"controller {self.controller} pid {self.pid}, `orch {self.command}`"
-                + (f", run {self.run}" if self.run else "") + f", started {self.started_at}")
+        return (f"{self.user + ' on ' if self.user else ''}controller {self.controller} pid {self.pid}, "
+                f"`orch {self.command}`" + (f", run {self.run}" if self.run else "") + f", started {self.started_at}")
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class HostLock:
         self.owner = LockOwner(
             controller=socket.gethostname(), pid=os.getpid(), pid_started=process_started(os.getpid()),
             token=secrets.token_hex(8), command=command, run="",
-            started_at=now(), lease_s=lease_s,
+            started_at=now(), lease_s=lease_s, user=_user(),
         )
         self._renewing: asyncio.Task | None = None
         self.lost = False  # set when a renewal found the lock no longer ours
@@ -183,6 +185,14 @@ def _proc_stat(pid: int) -> tuple[str, str]:
     return (fields[0], fields[19]) if len(fields) > 19 else ("", "")
 
 
+def _user() -> str:
+    """The login name this command runs as, "" where the system has none for it."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for the uid (a bare container)
+        return ""
+
+
 def _unwritable_hint(err: str) -> str:
     if "No space left" in err or "Disk quota" in err:
         return "free space on the host's disk that holds the workdir (nothing was left behind)"
@@ -204,7 +214,8 @@ def _parse_state(out: str) -> Holder | str | None:
     age = max(0.0, float(int(parts[2]) - int(parts[3])))
     try:
         data = json.loads(content)
-        owner: LockOwner | None = LockOwner(**{k: data[k] for k in LockOwner.__dataclass_fields__})
+        # a field missing where it has a default (`user`, from an older orch) takes that default
+        owner: LockOwner | None = LockOwner(**{k: data[k] for k in LockOwner.__dataclass_fields__ if k in data})
     except (ValueError, TypeError, KeyError):
         owner = None
     return Holder(owner, content, age)

@@ -55,7 +55,8 @@ async def run_all(
     queue = Queue(plans, single_host_only=bool(spread))
     engine = engines.get(spec.engine)
     # a dry run changes nothing, so it needs no lock and recovers nothing; a run's lease names its run
-    locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host))
+    locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host),
+                                           wait_s=spec.lock_wait_s)
     team = gang.Gang(spread, gang.sized(hosts, plans)) if spread else None
 
     async def worker(held: Held) -> list[tuple[int, Outcome]]:
@@ -82,12 +83,15 @@ async def run_all(
     done: list[tuple[int, Outcome]] = []
     for name, result in results.items():
         if isinstance(result, OrchError):
-            # whole, before the summary table wraps it (or says nothing of it: its plans ran elsewhere)
-            reporter.message(name, f"{'refused' if isinstance(result, HostBusy) else 'left the sweep'}: {result}")
             queue.lost.setdefault(name, result)
         else:
             done.extend(result)
-    for entry, name, error in queue.left(hosts):  # every host that could run them went away
+    left = queue.left(hosts)  # every host that could run them went away
+    for name, result in results.items():
+        if isinstance(result, OrchError) and not any(host == name for _, host, _ in left):
+            # its plans ran elsewhere: said here, as the plans it left unrun say it in their one line
+            reporter.message(name, f"{'refused' if isinstance(result, HostBusy) else 'left the sweep'}: {result}")
+    for entry, name, error in left:
         done.append((entry.order, Outcome(None, "-", entry.plan.variant, name, FAILED, error=str(error),
                                           exit_code=error.exit_code)))
     return [outcome for _, outcome in sorted(done, key=lambda d: d[0])]
