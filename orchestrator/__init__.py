@@ -1,8 +1,8 @@
 """orch: run LLM-serving experiments on GPU hosts over SSH and keep an exact record of each run.
 
-The library face: what `orch run`, `check`, `show`, `diff`, `revert` and `stop` do, callable from Python,
-and every error orch raises; each command's options are the parameters of its function here.
-Everything else in the package is internal.
+The library face: what `orch run`, `check`, `show`, `diff`, `revert`, `stop` and `hosts check` do,
+callable from Python, and every error orch raises; each command's options are the parameters of
+its function here. Everything else in the package is internal.
 
     import orchestrator as orch
 
@@ -33,6 +33,7 @@ if _typing.TYPE_CHECKING:
     from orchestrator.core.inventory import Host as _Host
     from orchestrator.core.diff import RunDiff
     from orchestrator.core.spec import RunPlan as _RunPlan, Spec
+    from orchestrator.host.facts import HostFacts
     from orchestrator.host.reverting import Reverted as _Reverted
     from orchestrator.run.execute import Outcome
     from orchestrator.store.database import Store
@@ -42,7 +43,8 @@ __version__ = "0.1.0"
 __all__ = [
     "run_experiment", "run_experiment_async", "check_experiment", "check_experiment_async", "load_spec",
     "show_run", "run_requests", "diff_runs", "revert_patches", "revert_patches_async", "stop_runs", "stop_runs_async",
-    "Spec", "Outcome", "Store", "RunDiff",
+    "check_hosts", "check_hosts_async",
+    "Spec", "Outcome", "Store", "RunDiff", "HostFacts",
     "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
     "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
 ]
@@ -54,6 +56,7 @@ _LAZY = {
     "Outcome": ("orchestrator.run.execute", "Outcome"),
     "Store": ("orchestrator.store.database", "Store"),
     "RunDiff": ("orchestrator.core.diff", "RunDiff"),
+    "HostFacts": ("orchestrator.host.facts", "HostFacts"),
 }
 
 _Where = str | _PathLike[str]
@@ -234,6 +237,31 @@ async def stop_runs_async(run: str | None = None, *, hosts: _Sequence[str] | Non
     hosts_file = inventories.load(_Path(inventory))
     chosen = hosts_file.select(named or list(hosts_file.hosts))
     return await stopping.stop_runs(store, chosen, target, report or _quiet)
+
+
+def check_hosts(hosts: _Sequence[str] = (), *, inventory: _Where = _DEFAULT_INVENTORY, port: int = 30000,
+                timeout: float = 10.0) -> "list[HostFacts]":
+    """`orch hosts check --json`: per host (names or tags; default: every host of the inventory), in
+    one round trip: reachable or why not, round-trip time, OS, Python, each engine's package, GPUs,
+    free disk, and whether `port` is already listening; `timeout`: seconds for each SSH handshake.
+    An unreachable host is a record, not an error."""
+    import asyncio
+
+    return asyncio.run(check_hosts_async(hosts, inventory=inventory, port=port, timeout=timeout))
+
+
+async def check_hosts_async(hosts: _Sequence[str] = (), *, inventory: _Where = _DEFAULT_INVENTORY, port: int = 30000,
+                            timeout: float = 10.0) -> "list[HostFacts]":
+    """`check_hosts` on the caller's event loop."""
+    from orchestrator import engines
+    from orchestrator.core import inventory as inventories
+    from orchestrator.host import facts as hostfacts
+
+    hosts_file = inventories.load(_Path(inventory))
+    chosen = hosts_file.select(tuple(hosts) or list(hosts_file.hosts))
+    every = [engines.get(name) for name in engines.KNOWN]
+    packages = tuple((engine.package, engine.version_files()) for engine in every)
+    return await hostfacts.check_all(chosen, port, connect_timeout=timeout, packages=packages)
 
 
 def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _Sequence[str],

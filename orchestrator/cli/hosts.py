@@ -164,14 +164,7 @@ def hosts_check(
 ) -> None:
     """Reachability, round-trip time, OS, Python, each engine's package, GPUs, free disk and port per host (one
     round trip each)."""
-    from orchestrator import engines
-    from orchestrator.host import facts as hostfacts
-
-    chosen = _chosen(hosts)
-    every = [engines.get(name) for name in engines.KNOWN]
-    packages = tuple((engine.package, engine.version_files()) for engine in every)
-    import asyncio  # here, not at the top: `orch --help` does without it
-    facts = asyncio.run(hostfacts.check_all(chosen, port, connect_timeout=timeout, packages=packages))
+    facts = orchestrator.check_hosts(_split(hosts), inventory=settings.inventory, port=port, timeout=timeout)
     if as_json:
         ui.raw(json.dumps([f.as_json() for f in facts], indent=2) + "\n")
     else:

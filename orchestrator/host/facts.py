@@ -33,6 +33,8 @@ class GpuProcess:
 
 @dataclass(frozen=True)
 class HostFacts:
+    """What `orch hosts check` found on one host (one round trip), or why it could not reach it."""
+
     host: str
     reachable: bool
     error: str | None = None
