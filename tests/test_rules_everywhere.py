@@ -87,13 +87,15 @@ def errors(done) -> list[str]:
     return [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error")]
 
 
-def test_a_bad_anchor_in_a_4_plan_sweep_is_one_line_and_no_run(project, experiment):
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry-run"])
+def test_a_bad_anchor_in_a_4_plan_sweep_is_one_line_and_no_run(project, experiment, dry):
     engine, spec = experiment
     spec.write_text(spec.read_text() + (SGLANG_SWEEP if engine == "sglang" else SWEEP))
     before = installed(project, spec)
-    done = orch(project, "run", str(spec), "--variant", "patched")
+    done = orch(project, "run", str(spec), "--variant", "patched", *(["--dry-run"] if dry else []))
     assert done.returncode == 2, done.stdout + done.stderr
     [line] = set(errors(done))
+    assert not dry or errors(done) == [line]  # a dry run prints it once too
     assert "debug-print" in line and "0 times" in line and "llama_eagle3.py" in line, line
     assert runs(project) == []  # no failed run per plan
     assert snapshot(project / "host") == before
