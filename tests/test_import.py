@@ -268,7 +268,8 @@ def test_an_import_through_plain_db_api_stores_the_rows_the_store_does_on_postgr
                 found[table] = [tuple(row[i] for i in keep) for row in cursor]
         return found
 
-    assert rows(plain) == rows(through_store) and len(rows(plain)["seriesrow"]) == 2 * 25
+    found = rows(plain)
+    assert found == rows(through_store) and sum(block[4] for block in found["seriesblockrow"]) == 2 * 25  # points
 
 
 def test_an_import_into_an_older_database_upgrades_it_first(tmp_path):
@@ -295,9 +296,9 @@ def test_an_import_into_an_older_database_upgrades_it_first(tmp_path):
 
 def test_the_plain_write_path_declares_the_models_columns_and_defaults():
     from orchestrator.store import importing
-    from orchestrator.store.database import DebugRow, EventRow, LogRow, MetricRow, Run, SeriesRow
+    from orchestrator.store.database import DebugRow, EventRow, LogRow, MetricRow, Run, SeriesBlockRow, SeriesRow
 
-    for model in (Run, MetricRow, DebugRow, SeriesRow, EventRow, LogRow):
+    for model in (Run, MetricRow, DebugRow, SeriesRow, SeriesBlockRow, EventRow, LogRow):
         table = model.__table__  # type: ignore[attr-defined]
         declared = importing.COLUMNS[table.name]
         columns = [c for c in table.columns if not (c.primary_key and c.name == "id")]

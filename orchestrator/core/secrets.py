@@ -9,6 +9,7 @@ everywhere else the value is replaced by `<secret:NAME>`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -120,8 +121,7 @@ def _mask_candidate_lines(data: bytes, listed: tuple[str, ...], mask: Any) -> by
     """`mask` applied only to the lines where a secret word is followed by a separator and a value,
     found in a lowered copy by a case-sensitive search: the full pattern over every line of a 64 MB log
     took 10 s, this takes about 1."""
-    words = b"|".join([_NAME_WORDS, *(re.escape(n.lower().encode()) for n in listed)])
-    candidate = re.compile(rb"(?:" + words + rb")[a-z0-9_-]*(?:['\"]?[ \t]*[=:][ \t]*['\"]?| +)[^\s'\",)}\]<]")
+    candidate = _candidate(tuple(listed))
     parts: list[bytes] = []
     done = 0
     for found in candidate.finditer(data.lower()):  # lower() keeps every offset
@@ -134,6 +134,18 @@ def _mask_candidate_lines(data: bytes, listed: tuple[str, ...], mask: Any) -> by
         done = end
     parts.append(data[done:])
     return b"".join(parts)
+
+
+@functools.lru_cache(maxsize=16)
+def _candidate(listed: tuple[str, ...]) -> re.Pattern[bytes]:
+    """A line `_named_assignment` may change, in the lowered log: a secret word in a name, then
+    `=` or `:` and a value that is not a plain number (a stats line's `#token: 4096` is no secret:
+    without this every such line is masked one by one), or `--name value`. A value starting like a
+    number but going on (`0x1f2e...`, `12ab...`) still counts."""
+    words = b"|".join([_NAME_WORDS, *(re.escape(n.lower().encode()) for n in listed)])
+    number = rb"(?!-?[0-9][0-9_.e+-]*(?:[\s'\",)}\]]|$))"
+    return re.compile(rb"(?:" + words + rb")[a-z0-9_-]*['\"]?[ \t]*[=:][ \t]*['\"]?" + number + rb"[^\s'\",)}\]<]"
+                      rb"|--[a-z0-9_-]*(?:" + words + rb")[a-z0-9_-]* +" + number + rb"[^\s'\",)}\]<-]")
 
 
 def mask_text(text: str, listed: Iterable[str] = ()) -> str:

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.records import (  # the records engines hand back, named here too
     HEADLINE as HEADLINE, DebugLine as DebugLine, Diagnosis as Diagnosis, Measure as Measure, Histogram as
@@ -28,9 +28,29 @@ from orchestrator.records import (  # the records engines hand back, named here 
 if TYPE_CHECKING:  # annotations only: the host side hands these in
     from orchestrator.core.spec import PatchDef
     from orchestrator.engines.finding import Finding
+    from orchestrator.engines.seriesblock import SeriesBlock
     from orchestrator.host.session import HostSession
 
 Say = Callable[[str, str], None]  # (label, message): how a stage tells the user
+
+
+class LogStream(Protocol):
+    """A server log read piece by piece, each piece ending at a line's end: its series and debug
+    lines handed on as they come, so a log of gigabytes is read in bounded memory (`orch import`)."""
+
+    @property
+    def points(self) -> int:
+        """The series points read so far."""
+
+    def feed(self, piece: bytes) -> tuple[list[SeriesBlock], list[DebugLine]]:
+        """The piece's series blocks (seq counted on from the pieces before) and debug lines."""
+
+    def claimed(self) -> bool:
+        """The pieces so far hold the engine's lines (its print of its arguments, a stats line, its
+        ready line, its startup lines)."""
+
+    def report(self) -> LogReport:
+        """The whole log's report, but its series and debug lines (handed on by `feed`)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +93,11 @@ class Engine(ABC):
     @abstractmethod
     def parse_log(self, log: bytes, debug_pattern: str, patched: Sequence[str] = ()) -> LogReport:
         """The whole log read once."""
+
+    def log_stream(self, debug_pattern: str, patched: Sequence[str] = ()) -> LogStream | None:
+        """A reader of the log piece by piece; None (the default): the engine reads a log whole
+        (`parse_log`), held in memory."""
+        return None
 
     @abstractmethod
     def excerpt_pattern(self, debug_pattern: str) -> str | None:

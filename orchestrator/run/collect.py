@@ -12,7 +12,7 @@ from orchestrator.core.spec import RunPlan, Workload
 from orchestrator.engines.base import HEADLINE, LogReport, Measures, WorkloadResult
 from orchestrator.remote.reconnecting import Reconnection
 from orchestrator.run import workload
-from orchestrator.run.logrows import debug_values, judge, series_values  # shared with `orch import`
+from orchestrator.run.logrows import debug_values, judge, series_blocks  # shared with `orch import`
 
 if TYPE_CHECKING:  # the ORM is imported where rows are written
     from orchestrator.store.database import Run, SeriesRow, Store
@@ -63,10 +63,10 @@ def record(store: Store, run: Run, metrics: dict[str, Any], measures: Measures) 
 
 def store_log(store: Store, run: Run, log: bytes, report: LogReport) -> None:
     """The log and what was read from it once: its series and its debug lines."""
-    from orchestrator.store.database import DebugRow, SeriesRow
+    from orchestrator.store.database import DebugRow, SeriesBlockRow
     store.save_log(run, log)  # the store hides the run's secrets in all it writes
     # tens of thousands of rows for a long log: written as column values in one INSERT each
-    store.add_children(SeriesRow, series_values(run.id, report))
+    store.add_children(SeriesBlockRow, series_blocks(run.id, report))
     store.add_children(DebugRow, debug_values(run.id, report))
 
 

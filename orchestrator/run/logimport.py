@@ -10,16 +10,16 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
-from . import logrows
+from . import logpieces, logrows
 from orchestrator import engines
 from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
-from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport, MetricInfo
+from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport, LogStream, MetricInfo
 from orchestrator.errors import SpecError
 from orchestrator.core import secrets
 from orchestrator.core.clock import new_uid, now
-from orchestrator.store import freshfile, importing
+from orchestrator.store import freshfile, importing, series
 from orchestrator.store.reading import FAILED, INTERRUPTED, SUCCEEDED
 
 EXPERIMENT = "imported"
@@ -68,11 +68,15 @@ class LogSource:
     where: str  # the local path, or HOST:PATH
     host: str | None  # the inventory host it was read from
     note: str = ""  # how it was fetched, when it was cut down on the host
+    path: Path | None = None  # a local log bigger than a piece: read piece by piece from here (data is empty)
 
 
 def read_local(path: Path) -> LogSource:
     try:
-        return LogSource(path.read_bytes(), str(path), None)
+        if path.stat().st_size <= logpieces.PIECE or not path.is_file():
+            return LogSource(path.read_bytes(), str(path), None)
+        with open(path, "rb"):  # readable: said now, before anything is stored
+            return LogSource(b"", str(path), None, path=path)
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the log: {exc.strerror or exc}; give the path of a server log, "
                         f"or HOST:PATH for a log on an inventory host") from None
@@ -136,7 +140,7 @@ class _Through:
         from orchestrator.store import database
 
         self.db, self.store = database, store
-        self.tables = {"seriesrow": database.SeriesRow, "debugrow": database.DebugRow}
+        self.tables = {"seriesblockrow": database.SeriesBlockRow, "debugrow": database.DebugRow}
 
     def pack_log(self, data: bytes) -> tuple[int, bytes]:
         return self.store.pack_log(data)
@@ -151,6 +155,9 @@ class _Through:
 
     def save_log(self, run: Any, packed: tuple[int, bytes]) -> None:
         self.store.save_log(run, b"", packed=packed)
+
+    def save_log_file(self, run: Any, size: int, copy: IO[bytes]) -> None:
+        self.store.save_log(run, b"", packed=(size, copy.read()))  # its secrets hidden already (no keep_secret)
 
     def add(self, table: str, rows: list[dict[str, Any]]) -> None:
         self.store.add_children(self.tables[table], rows)
@@ -173,11 +180,16 @@ def record(sink: Any, source: LogSource, name: str | None, params: dict[str, Any
     """Store one run from a server log through `sink` (`writer(url)`); failed when the log holds a
     known failure. Nothing is stored for a log no engine wrote. Secrets are hidden first (the names
     declared, the shell's secret values, token shapes): everything stored and printed is read from the
-    masked log."""
-    source = replace(source, data=secrets.mask_log(source.data, secret_names, os.environ))
+    masked log. A log bigger than a piece is read, masked, parsed, compressed and stored piece by
+    piece when its engine reads logs so (`Engine.log_stream`): memory does not grow with it."""
     params = {k: _masked_param(k, v, secret_names) for k, v in params.items()}
     try:
-        done = _record(sink, source, name, params, host, debug_pattern)
+        big = source.path is not None or len(source.data) > logpieces.PIECE
+        done = _record_in_pieces(sink, source, name, params, host, debug_pattern, secret_names) if big else None
+        if done is None:
+            data = source.data if source.path is None else source.path.read_bytes()
+            source = replace(source, data=secrets.mask_log(data, secret_names, os.environ), path=None)
+            done = _record(sink, source, name, params, host, debug_pattern)
         sink.commit()
         return done
     finally:
@@ -193,22 +205,88 @@ def _record(sink: Any, source: LogSource, name: str | None, params: dict[str, An
         packed = packing.result()
     run_params, command, warnings = engine.imported_launch(report.launch_args, source.where)
     run_params.update(params)
+    run = sink.add_run(_run_values(source, name, host, run_params, command))
+    sink.save_log(run, packed)
+    sink.add("seriesblockrow", logrows.series_blocks(run.id, report))
+    sink.add("debugrow", logrows.debug_values(run.id, report))
+    return _finish(sink, run, source, engine, report, command, warnings, len(data), len(report.series))
+
+
+def _record_in_pieces(sink: Any, source: LogSource, name: str | None, params: dict[str, Any], host: str | None,
+                      debug_pattern: str, secret_names: tuple[str, ...]) -> Imported | None:
+    """The log read piece by piece: each masked, compressed into a temporary file (in a thread)
+    and parsed, its series blocks and debug lines written at once. None when the first piece holds
+    no line of an engine that reads logs so: the log is then read whole."""
+    def masked(piece: bytes) -> bytes:
+        return secrets.mask_log(piece, secret_names, os.environ)
+
+    pieces = logpieces.of_file(source.path) if source.path is not None else logpieces.of_bytes(source.data)
+    first = masked(next(pieces, b""))
+    found = _streaming_engine(first, debug_pattern)
+    if found is None:
+        return None
+    engine, stream, (blocks, debug) = found
+    packed = logpieces.Packed()
+    try:
+        packed.add(first)
+        run = sink.add_run(_run_values(source, name, host, {}, ""))  # its params once the whole log is read
+        written = _write_piece(sink, run, blocks, debug, 0)
+        for piece in pieces:
+            piece = masked(piece)
+            packed.add(piece)
+            written = _write_piece(sink, run, *stream.feed(piece), written)
+        size, copy = packed.finish()
+        sink.save_log_file(run, size, copy)
+    finally:
+        packed.close()
+    report = stream.report()
+    run_params, command, warnings = engine.imported_launch(report.launch_args, source.where)
+    run_params.update(params)
+    sink.update_run(run, params=run_params, command=command)
+    return _finish(sink, run, source, engine, report, command, warnings, size, stream.points)
+
+
+def _streaming_engine(first: bytes, debug_pattern: str) -> tuple[Engine, LogStream, tuple[list[Any], list[Any]]] | None:
+    """The engine whose lines the first piece holds, its stream fed that piece, and what it read of
+    it; None where an engine asked before reads logs only whole (its reading of the whole log decides)."""
+    for name in engines.KNOWN:
+        engine = engines.get(name)
+        stream = engine.log_stream(debug_pattern)
+        if stream is None:
+            return None
+        fed = stream.feed(first)
+        if stream.claimed():
+            return engine, stream, fed
+    return None
+
+
+def _write_piece(sink: Any, run: Any, blocks: list[Any], debug: list[Any], written: int) -> int:
+    """A piece's series blocks and debug lines (numbered on from `written`); the debug lines written so far."""
+    sink.add("seriesblockrow", series.block_values(run.id, blocks))
+    sink.add("debugrow", logrows.debug_rows(run.id, debug, written))
+    return written + len(debug)
+
+
+def _run_values(source: LogSource, name: str | None, host: str | None, params: dict[str, Any],
+                command: str) -> dict[str, Any]:
     variant = name or PurePosixPath(source.where.rpartition(":")[2] if source.host else source.where).stem
-    run = sink.add_run({"uid": new_uid(variant), "experiment": EXPERIMENT, "variant": variant,
-                        "host": host or source.host or "imported", "spec_path": source.where, "params": run_params,
-                        "command": command, "controller": "orch import"})
+    return {"uid": new_uid(variant), "experiment": EXPERIMENT, "variant": variant,
+            "host": host or source.host or "imported", "spec_path": source.where, "params": params,
+            "command": command, "controller": "orch import"}
+
+
+def _finish(sink: Any, run: Any, source: LogSource, engine: Engine, report: LogReport, command: str,
+            warnings: list[str], size: int, points: int) -> Imported:
+    """The run's metrics, flags, events and status, from the log's report."""
     sink.add_metrics(run, [{"run_id": run.id, "name": m.name, "value": m.value, "source": m.source,
                             "note": f"{m.note} (imported log)" if m.note else ""} for m in report.measures])
-    sink.save_log(run, packed)
-    sink.add("seriesrow", logrows.series_values(run.id, report))  # tens of thousands of rows: one INSERT each
-    sink.add("debugrow", logrows.debug_values(run.id, report))
     metrics: dict[str, Any] = {}
     for measure in report.measures:
         metrics.setdefault(measure.name, measure.value)
     flags, _ = logrows.judge(sink, run, [m for m in report.measures if m.name == HEADLINE])
     diagnosis = report.diagnosis
-    status = _status(report)
-    sink.event(run, "imported", f"from {source.where} ({len(data)} bytes, {engine.name})"
+    status = _status(report, points)
+    sink.event(run, "imported", f"from {source.where} ({size} bytes, {engine.name})"
                + (f"; {source.note}" if source.note else ""))
     for warning in warnings:
         sink.event(run, "warning", warning)
@@ -233,11 +311,12 @@ NEVER_FINISHED = ("the log ends while the server was starting: no ready line, no
                   "(a log copied before the server was up, or a server killed while it started)")
 
 
-def _status(report: LogReport) -> str:
-    """failed: a known failure; interrupted: a server that never got past its startup; else succeeded."""
+def _status(report: LogReport, points: int) -> str:
+    """failed: a known failure; interrupted: a server that never got past its startup (no ready
+    line, no series point); else succeeded."""
     if report.diagnosis:
         return FAILED
-    return SUCCEEDED if report.ready or report.series else INTERRUPTED
+    return SUCCEEDED if report.ready or points else INTERRUPTED
 
 
 def read(source: LogSource, debug_pattern: str) -> tuple[Engine, LogReport]:

@@ -4,10 +4,13 @@ which writes without the store's models (store/importing.py) and so imports noth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.bounds import cut_line, cut_values
-from orchestrator.engines.base import LogReport, Measure
+from orchestrator.engines import seriesblock
+from orchestrator.engines.base import DebugLine, LogReport, Measure
+from orchestrator.store import series
 
 REJECTED_AT_OR_BELOW = 1.05
 DISAGREEMENT = 0.05
@@ -33,14 +36,19 @@ def judge(store: Any, run: Any, accept_lens: list[Measure]) -> tuple[list[str], 
     return flags, notes
 
 
-def series_values(run_id: int, report: LogReport, node: int = 0) -> list[dict[str, Any]]:
-    """The log's series points as SeriesRow column values (of node `node` of a run over several hosts)."""
-    return [{"run_id": run_id, "kind": p.kind, "seq": p.seq, "time": p.time, "values": dict(p.values), "node": node}
-            for p in report.series]
+def series_blocks(run_id: int, report: LogReport, node: int = 0) -> list[dict[str, Any]]:
+    """The log's series points as SeriesBlockRow column values, packed by the BLOCK_POINTS (of node
+    `node` of a run over several hosts)."""
+    return series.block_values(run_id, seriesblock.from_points(report.series), node)
 
 
 def debug_values(run_id: int, report: LogReport, node: int = 0) -> list[dict[str, Any]]:
     """The log's debug lines as DebugRow column values (of node `node` of a run over several hosts), each
     line and field cut to the stored bound."""
+    return debug_rows(run_id, report.debug_lines, 0, node)
+
+
+def debug_rows(run_id: int, lines: Sequence[DebugLine], first: int = 0, node: int = 0) -> list[dict[str, Any]]:
+    """Debug lines as DebugRow column values, numbered from `first`, each cut to the stored bound."""
     return [{"run_id": run_id, "seq": i, "text": cut_line(d.text), "fields": cut_values(d.fields), "node": node}
-            for i, d in enumerate(report.debug_lines)]
+            for i, d in enumerate(lines, first)]

@@ -268,14 +268,14 @@ async def _cut_short_launch(peer: Attempt) -> None:
 
 def record_logs(logs: Sequence[tuple[Attempt, bytes]], patched: Sequence[str]) -> None:
     """Each other node's log, its debug lines and series, tagged with its rank."""
-    from orchestrator.store.database import DebugRow, SeriesRow
+    from orchestrator.store.database import DebugRow, SeriesBlockRow
     for peer, log in logs:
         if peer.serving is None:
             continue
         store, run = peer.store, peer.run
         report = peer.engine.parse_log(log, peer.spec.debug_pattern, patched)
         store.save_log(run, log, node=peer.node, host=peer.session.host.name)
-        store.add_children(SeriesRow, logrows.series_values(run.id, report, peer.node))
+        store.add_children(SeriesBlockRow, logrows.series_blocks(run.id, report, peer.node))
         store.add_children(DebugRow, logrows.debug_values(run.id, report, peer.node))
 
 

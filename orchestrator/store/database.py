@@ -102,6 +102,19 @@ class SeriesRow(SQLModel, table=True):
     node: int = 0  # the node rank whose server log held it
 
 
+class SeriesBlockRow(SQLModel, table=True):
+    """Up to 65,536 consecutive points of one kind of a run's series, as packed columns
+    (engines/seriesblock.py): a long run's million decode lines in a few rows (schema 5)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="run.id")
+    kind: str
+    seq: int  # its first point's
+    points: int
+    data: bytes = Field(sa_column=Column(LargeBinary))
+    node: int = 0  # the node rank whose server log held it
+
+
 class HistogramRow(SQLModel, table=True):
     """A histogram of a run (counts by bin index), e.g. verify steps by draft tokens accepted."""
 

@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from orchestrator.core.clock import now
 from . import metricjson
@@ -37,6 +37,8 @@ COLUMNS: dict[str, dict[str, Any]] = {
     "metricrow": {"run_id": REQUIRED, "name": REQUIRED, "value": None, "source": "", "note": ""},
     "debugrow": {"run_id": REQUIRED, "seq": REQUIRED, "text": REQUIRED, "fields": dict, "node": 0},
     "seriesrow": {"run_id": REQUIRED, "kind": REQUIRED, "seq": REQUIRED, "time": None, "values": dict, "node": 0},
+    "seriesblockrow": {"run_id": REQUIRED, "kind": REQUIRED, "seq": REQUIRED, "points": REQUIRED, "data": REQUIRED,
+                       "node": 0},
     "eventrow": {"run_id": REQUIRED, "at": now, "kind": REQUIRED, "message": REQUIRED},
     "logrow": {"run_id": REQUIRED, "size": REQUIRED, "data": REQUIRED},
 }
@@ -125,6 +127,19 @@ class Writer:
     def save_log(self, run: ImportedRun, packed: tuple[int, bytes]) -> None:
         size, blob = packed
         self.add("logrow", [{"run_id": run.id, "size": size, "data": blob}])
+
+    def save_log_file(self, run: ImportedRun, size: int, copy: IO[bytes]) -> None:
+        """The log's compressed copy from a file (`run/logpieces.py`), a megabyte at a time into
+        SQLite's blob (never the whole copy in memory); PostgreSQL takes it as one value."""
+        if self.kind != "sqlite":
+            return self.save_log(run, (size, copy.read()))
+        length = copy.seek(0, 2)
+        copy.seek(0)
+        self._conn.cursor().execute("INSERT INTO logrow (run_id, size, data) VALUES (?, ?, zeroblob(?))",
+                                    (run.id, size, length))
+        with self._conn.blobopen("logrow", "data", run.id) as blob:  # logrow's run_id is its rowid
+            while piece := copy.read(1 << 20):
+                blob.write(piece)
 
     def event(self, run: ImportedRun, kind: str, message: str) -> None:
         self.add("eventrow", [{"run_id": run.id, "kind": kind, "message": message}])

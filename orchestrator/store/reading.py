@@ -23,8 +23,8 @@ from typing import Any
 
 from orchestrator.errors import StoreError
 
-VERSION = 4  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json;
-# 4: run.effective_params
+VERSION = 5  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json;
+# 4: run.effective_params; 5: seriesblock (a series as packed blocks; seriesrow kept for the runs before)
 SCHEMA_TABLE = "orch_schema"
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
@@ -278,6 +278,8 @@ def node_logs(source: Any, run_id: int) -> dict[int, tuple[str, bytes]]:
 def record(source: Any, run: RunRow) -> dict[str, Any]:
     """The whole run as plain data, exactly as Store.record gives it: what `show --json` prints and
     `diff` compares."""
+    from . import series  # it reads the blocks through this module's Reader
+
     reader = of(source)
 
     def rows(table: str, *names: str) -> list[dict[str, Any]]:
@@ -301,8 +303,7 @@ def record(source: Any, run: RunRow) -> dict[str, Any]:
         "metrics": metrics,
         "metric_sources": sources,
         "histograms": {h.pop("name"): h for h in rows("histogramrow", "name", "counts", "source", "note")},
-        "series": [{"kind": r["kind"], "time": r["time"], **r["values"]} for r in rows("seriesrow", "kind", "time",
-                                                                                         "values")],
+        "series": series.run_series(reader, run.id),
         "debug_lines": rows("debugrow", "text", "fields"),
         "events": rows("eventrow", "at", "kind", "message"),
         "checkpoints": rows("checkpointrow", *checkpoint),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import series
 from .queries import run_metrics
 from .reading import Reader, columns, decoded, of
 
@@ -55,4 +56,6 @@ def _children(reader: Reader, ids: list[int], series_value: str) -> dict[str, di
         rows = found[key] = {}
         for run_id, *values in reader.chunked(sql, ids, params):
             rows.setdefault(run_id, []).append(shape(values))
+    for run_id, points in series.one_value(reader, ids, series_value).items():  # a run has rows or blocks
+        found["series"].setdefault(run_id, []).extend(points)
     return found

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import (
-    HEADLINE, Call, Diagnosis, Engine, Say, Histogram, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult,
-    SeriesPoint, ServerState, ToolCommand, WorkloadResult,
+    HEADLINE, Call, Diagnosis, Engine, Say, Histogram, LogReport, LogStream, Measure, Measures, MetricInfo, Rehearsal,
+    RequestResult, SeriesPoint, ServerState, ToolCommand, WorkloadResult,
 )
 from . import PACKAGE, VERSION_FILES, flags, imported, logs
 
@@ -63,6 +63,11 @@ class SglangEngine(Engine):
         return LogReport(series=tuple(series(found)), debug_lines=found.debug_lines, diagnosis=diagnosis,
                          ready=found.ready, launch_args=found.server_args, measures=tuple(log_measures(found)),
                          started=found.started)
+
+    def log_stream(self, debug_pattern: str, patched: Sequence[str] = ()) -> LogStream:
+        from . import logstream  # here: a run reads its log whole
+
+        return logstream.LogStream(debug_pattern, patched)
 
     def excerpt_pattern(self, debug_pattern: str) -> str | None:
         return logs.host_grep_pattern(debug_pattern)

@@ -144,22 +144,38 @@ def _lines_with(buf, literal, nl, *, first_only: bool = False) -> list:
 def _diagnose_ends(buf, encode: Callable, nl, text: Callable, patched: tuple[str, ...]) -> Diagnosis | None:
     """Diagnose the lines around the failure phrases in the head and the tail (and the tracebacks
     they open)."""
+    regions = ((HEAD_NEEDLES, 0, HEAD_SIZE), (NEEDLES, max(0, len(buf) - TAIL_SIZE), len(buf)))
+    evidence = _evidence(buf, encode, nl, text, regions)
+    return diagnose("\n".join(evidence), patched) if evidence else None
+
+
+def diagnose_parts(head: bytes, tail: bytes, patched: Iterable[str] = ()) -> Diagnosis | None:
+    """`_diagnose_ends` of a log read piece by piece (`logstream.py`): its first HEAD_SIZE bytes and
+    its last TAIL_SIZE bytes, each cut at a line's end, kept apart."""
+    def text(part: bytes) -> str:
+        return part.decode("utf-8", "replace")
+
+    evidence = [*_evidence(head, str.encode, b"\n", text, ((HEAD_NEEDLES, 0, len(head)),)),
+                *_evidence(tail, str.encode, b"\n", text, ((NEEDLES, 0, len(tail)),))]
+    return diagnose("\n".join(evidence), tuple(patched)) if evidence else None
+
+
+def _evidence(buf, encode: Callable, nl, text: Callable, regions) -> list[str]:
+    """The merged spans of lines around each failure phrase of each (phrases, start, end) region."""
     spans = []
-    for names, start, end in ((HEAD_NEEDLES, 0, HEAD_SIZE), (NEEDLES, max(0, len(buf) - TAIL_SIZE), len(buf))):
+    for names, start, end in regions:
         for name in names:
             at = buf.find(encode(name), start, end)
             while at >= 0:
                 spans.append(_evidence_span(buf, nl, name, at))
                 at = buf.find(encode(name), spans[-1][1], end)
-    if not spans:
-        return None
     merged: list[list[int]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1] + 1:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    return diagnose("\n".join(text(buf[s:e]) for s, e in merged), patched)
+    return [text(buf[s:e]) for s, e in merged]
 
 
 def _evidence_span(buf, nl, name: str, at: int) -> tuple[int, int]:

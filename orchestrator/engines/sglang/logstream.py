@@ -1,0 +1,118 @@
+"""An SGLang server log read piece by piece (`orch import` of a log of gigabytes in bounded memory):
+each piece's stats lines become series blocks at once (`statcolumns.py`) and its debug lines are
+handed on, so nothing grows with the log but counters. What `logs.parse_log_bytes` reads of a whole
+log comes out the same: the first `server_args=`, the ready line anywhere, the startup lines and
+the argparse failures in the first HEAD_SIZE bytes, the crash in the last TAIL_SIZE bytes, and the
+means of the decode lines' values in line order.
+
+Pieces must end at a line's end (the last may lack its newline)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import deque
+from collections.abc import Iterable
+from itertools import compress, repeat
+from operator import contains
+
+from orchestrator.engines.base import DebugLine, LogReport, Measure
+from orchestrator.engines.fields import required_literal
+from orchestrator.engines.seriesblock import SeriesBlock
+from . import logs, statcolumns
+from .diagnosis import HEAD_SIZE
+from .stats import DECODE, PREFILL
+
+MEANS = ("accept_len", "accept_rate", "gen_throughput")  # engine.LOG_MEANS: the decode values averaged
+
+
+class LogStream:
+    def __init__(self, debug_pattern: str = logs.DEFAULT_DEBUG_PATTERN, patched: Iterable[str] = ()):
+        self._tag = re.compile(debug_pattern)
+        literal = required_literal(debug_pattern)
+        # as logs._report: searched without leading punctuation, the tag regex still decides
+        self._literal = (literal.lstrip("-[]():. ") or literal).encode() if literal else None
+        self._patched = tuple(patched)
+        self.counts = {DECODE: 0, PREFILL: 0}
+        self._sums = {name: [0.0, 0] for name in MEANS}
+        self.server_args: str | None = None
+        self.ready = False
+        self._head = b""  # the log's first HEAD_SIZE bytes, cut at a line's end
+        self._tail: deque[bytes] = deque()  # the last pieces, at least TAIL_SIZE bytes of them
+        self._size = 0
+
+    @property
+    def points(self) -> int:
+        return sum(self.counts.values())
+
+    def claimed(self) -> bool:
+        """The log holds SGLang's lines (as logimport.read asks of a whole log's report)."""
+        return bool(self.server_args is not None or self.points or self.ready or self._started())
+
+    def feed(self, piece: bytes) -> tuple[list[SeriesBlock], list[DebugLine]]:
+        """The piece's series blocks and debug lines."""
+        self._keep_ends(piece)
+        if self.server_args is None and (found := logs._lines_with(piece, logs.SERVER_ARGS.encode(), b"\n", first_only=True)):
+            self.server_args = found[0].decode("utf-8", "replace").split(logs.SERVER_ARGS, 1)[1].rstrip("\r")
+        self.ready = self.ready or piece.find(logs.READY_LINE.encode()) >= 0
+        return self._blocks(piece), self._debug_lines(piece)
+
+    def _keep_ends(self, piece: bytes) -> None:
+        if len(self._head) < HEAD_SIZE:
+            room = piece[:HEAD_SIZE - len(self._head)]
+            self._head += room if len(room) == len(piece) else room[:room.rfind(b"\n") + 1]
+        self._size += len(piece)
+        self._tail.append(piece)
+        while len(self._tail) > 1 and sum(map(len, self._tail)) - len(self._tail[0]) >= logs.TAIL_SIZE:
+            self._tail.popleft()
+
+    def _blocks(self, piece: bytes) -> list[SeriesBlock]:
+        stats = logs._lines_with(piece, b"batch", b"\n")  # one search finds both kinds
+        made: list[SeriesBlock] = []
+        for header in (DECODE, PREFILL):
+            lines = list(compress(stats, map(contains, stats, repeat(header.encode()))))
+            if not lines:
+                continue
+            for block in statcolumns.blocks(lines, header, self.counts[header]):
+                self.counts[header] += len(block)
+                if header == DECODE:
+                    self._add_to_means(block)
+                made.append(block)
+        return made
+
+    def _add_to_means(self, block: SeriesBlock) -> None:
+        """Sums in line order, each continuing the last (sum's start): the mean of a whole log's values."""
+        for column in block.columns:
+            if column.name in self._sums:
+                total = self._sums[column.name]
+                values = column.values
+                added = sum(values, total[0])  # type: ignore[arg-type]
+                if added != added:  # a line without the value (NaN): only the others count
+                    values = [v for v in values if v == v]
+                    added = sum(values, total[0])  # type: ignore[arg-type]
+                total[0], total[1] = added, total[1] + len(values)
+
+    def _debug_lines(self, piece: bytes) -> list[DebugLine]:
+        if self._literal is not None:
+            candidates = logs._lines_with(piece, self._literal, b"\n")
+            texts = b"\n".join(candidates).decode("utf-8", "replace").split("\n") if candidates else []
+        else:  # no literal to search for: the pattern runs over the decoded text
+            texts = [line for line in piece.decode("utf-8", "replace").split("\n") if self._tag.search(line)]
+        return [line for line in map(logs._debug_line, texts, repeat(self._tag)) if line is not None]
+
+    def _started(self) -> bool:
+        return self.server_args is not None or any(self._head.find(line.encode()) >= 0 for line in logs.STARTUP_LINES)
+
+    def report(self) -> LogReport:
+        """The log's report but its series and debug lines (handed on piece by piece)."""
+        tail = b"".join(self._tail)[-logs.TAIL_SIZE:]
+        if len(tail) < self._size:  # cut at a line's start, as the head ends at a line's end
+            tail = tail[tail.find(b"\n") + 1:]
+        diagnosis = logs.diagnose_parts(self._head, tail, self._patched)
+        if diagnosis is not None and diagnosis.kind == logs.PATCHED_MODULE_IMPORT:
+            diagnosis = dataclasses.replace(diagnosis, decisive=True)
+        measures = [Measure(name, total / n if n else None, "decode_log", f"mean of {n} decode-line intervals")
+                    for name, (total, n) in self._sums.items()]
+        measures.append(Measure("decode_intervals", self.counts[DECODE], "orch"))
+        return LogReport(series=(), debug_lines=(), diagnosis=diagnosis, ready=self.ready, launch_args=self.server_args,
+                         measures=tuple(measures), started=self._started())
