@@ -86,7 +86,7 @@ def load_spec(path: _Where) -> "Spec":
 def run_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
                    hosts: _Sequence[str] = (), overrides: _Sequence[str] = (), variants: _Sequence[str] = (),
                    dry_run: bool = False, resume: bool = False, no_preflight: bool = False,
-                   allow_busy_gpus: bool = False, accept_drift: bool = False,
+                   allow_busy_gpus: bool = False, accept_drift: bool = False, wait: float | None = None,
                    report: _Report | None = None) -> "list[Outcome]":
     """`orch run SPEC`: every variant x matrix point x repeat on the chosen hosts, recorded in the
     database at `db`; one `Outcome` per planned run. `hosts`: names or tags (default: the
@@ -95,20 +95,21 @@ def run_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: 
     have a succeeded run with the same fingerprint; `no_preflight`: skip the checkpoint checks;
     `allow_busy_gpus`: run where another process holds the run's GPUs; `accept_drift`: patch a file
     changed by hand since orch left it, as it is now (each of the three recorded with the run);
+    `wait`: seconds to wait for a host another orch command holds, instead of refusing it;
     `report(host, message)`: progress (default: none)."""
     import asyncio
 
     return asyncio.run(run_experiment_async(spec, inventory=inventory, db=db, hosts=hosts, overrides=overrides,
                                             variants=variants, dry_run=dry_run, resume=resume,
                                             no_preflight=no_preflight, allow_busy_gpus=allow_busy_gpus,
-                                            accept_drift=accept_drift, report=report))
+                                            accept_drift=accept_drift, wait=wait, report=report))
 
 
 async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
                                hosts: _Sequence[str] = (), overrides: _Sequence[str] = (),
                                variants: _Sequence[str] = (), dry_run: bool = False, resume: bool = False,
                                no_preflight: bool = False, allow_busy_gpus: bool = False, accept_drift: bool = False,
-                               report: _Report | None = None) -> "list[Outcome]":
+                               wait: float | None = None, report: _Report | None = None) -> "list[Outcome]":
     """`run_experiment` on the caller's event loop."""
     import dataclasses
 
@@ -124,6 +125,8 @@ async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INV
         loaded = dataclasses.replace(loaded, allow_busy_gpus=True)
     if accept_drift:
         loaded = dataclasses.replace(loaded, accept_drift=True)
+    if wait is not None:
+        loaded = dataclasses.replace(loaded, lock_wait_s=wait)
     plans = plankey.fingerprinted(loaded, plans)
     store = Store(db)
     if resume:

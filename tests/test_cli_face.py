@@ -26,7 +26,7 @@ FACE: dict[str, dict[str, str]] = {
             "overrides": "run_experiment.overrides", "variants": "run_experiment.variants",
             "dry_run": "run_experiment.dry_run", "resume": "run_experiment.resume",
             "no_preflight": "run_experiment.no_preflight", "allow_busy_gpus": "run_experiment.allow_busy_gpus",
-            "accept_drift": "run_experiment.accept_drift"},
+            "accept_drift": "run_experiment.accept_drift", "wait": "run_experiment.wait"},
     "check": {"spec_path": "check_experiment.spec", "hosts": "check_experiment.hosts",
               "overrides": "check_experiment.overrides", "variants": "check_experiment.variants", "as_json": OUTPUT},
     "show": {"run_ref": "show_run.run", "as_json": OUTPUT, "requests": "run_requests"},
