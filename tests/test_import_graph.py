@@ -24,6 +24,9 @@ NOT_YET_CUT: dict[tuple[str, str], str] = {
     ("orchestrator.store.reading", "orchestrator.store.database"):
         "the read path upgrades an older schema (and opens a URL it has no driver for) through the Store: "
         "hand the Reader its upgrade from the module that opens a database, above both",
+    ("orchestrator.store.reading", "orchestrator.store.series"):
+        "a run's record names its series, which read through the Reader: the Reader (with `of` and "
+        "`decoded`) in a module of its own below both, or the record in one above both",
 }
 
 
