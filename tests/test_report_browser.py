@@ -167,11 +167,13 @@ def test_report_opens_offline_with_every_figure_drawn(tmp_path):
 # What a reader sees of the figures: each one's axis tick texts, legend texts and axis titles, as drawn
 DRAWN_TEXTS = """Object.fromEntries([...document.querySelectorAll('div.figure')].map(d => [d.id, {
   ticks: [...d.querySelectorAll('.xtick text')].map(t => t.textContent),
+  yticks: [...d.querySelectorAll('.ytick text')].map(t => t.textContent),
+  title: (d.querySelector('.gtitle') || {}).textContent,
   legend: [...d.querySelectorAll('.legendtext')].map(t => t.textContent),
   titles: [...d.querySelectorAll('.g-xtitle text, .g-ytitle text')].map(t => t.textContent)}]))"""
 # Pairs of tick labels of one axis whose boxes overlap (label text drawn over label text)
 OVERLAPPING_TICKS = """[...document.querySelectorAll('div.figure')].flatMap(d => {
-  const boxes = [...d.querySelectorAll('.xtick text')].map(t => t.getBoundingClientRect());
+  const boxes = [...d.querySelectorAll('.xtick text, .ytick text')].map(t => t.getBoundingClientRect());
   return boxes.flatMap((a, i) => boxes.slice(i + 1).filter(b => a.left < b.right && b.left < a.right
     && a.top < b.bottom && b.top < a.bottom).map(() => d.id)); })"""
 
@@ -199,9 +201,9 @@ def test_a_tuning_report_speaks_in_params_and_fits_1400_pixels(tmp_path):
         browser.close()
     assert errors == [] and max(width[:2]) <= 1400, width
     labels = {f"speculative_num_steps={s} speculative_eagle_topk={k}" for s in STEPS for k in TOPK}
-    spread = texts["spread-output_tok_s"]["ticks"]  # one line per param (tspans, read as one text), narrow:
-    assert {tick.replace("eagle", " speculative_eagle").replace("num_", "speculative_num_") for tick in spread} == labels
-    assert texts["spread-output_tok_s"]["titles"][0].endswith("params without speculative_")  # without the shared start
+    spread = texts["spread-output_tok_s"]["yticks"]  # a configuration a row, without the names' shared start
+    assert {tick.replace("eagle", "speculative_eagle").replace("num_", "speculative_num_") for tick in spread} == labels
+    assert texts["spread-output_tok_s"]["title"].rstrip("\u200b").endswith("params without speculative_")
     assert {t.rstrip(" ★") for t in texts["pareto"]["legend"]} == labels | {"Pareto front"}
     assert sum(t.endswith(" ★") for t in texts["pareto"]["legend"]) >= 2  # the front's configurations, starred
     assert texts["pareto"]["titles"][0].startswith("itl_ms_p99") and texts["pareto"]["titles"][1] == "output_tok_s"
@@ -229,6 +231,8 @@ def test_the_report_of_a_rehearsal_sweep(project):
         seen = look(browser, project / "report.html")
     finally:
         browser.close()
-    swept = {"by-speculative_algorithm", "by-speculative_num_steps", "by-speculative_eagle_topk"}
+    # the draft tokens as the engine ran them (steps + 1 at topk 1) differ with the steps: swept too
+    swept = {"by-speculative_algorithm", "by-speculative_num_steps", "by-speculative_eagle_topk",
+             "by-speculative_num_draft_tokens"}
     assert_seen_whole(seen, project / "report.html", {"spread-accept_len", "spread-output_tok_s", "headline-over-time",
                                                       "pareto", *swept})

@@ -19,7 +19,7 @@ from orchestrator.store import queries, records
 from orchestrator.store.reading import SUCCEEDED, Reader, shown
 
 
-TICK = 22  # characters of a tick label's line: nine configurations side by side in a 1400-pixel page
+TICK = 24  # characters of a value in a tick label: the labels beside a plot leave it most of a 1400-pixel page
 
 
 @dataclass(frozen=True)
@@ -81,13 +81,13 @@ class Experiment:
         shared = os.path.commonprefix(names)
         return shared[:shared.rfind("_") + 1]
 
-    def tick(self, group: comparing.Group) -> list[str]:
-        """The configuration's swept values, one a line, each name without the shared prefix and
-        each line at most TICK characters (a long path would run into the next tick; the hover
-        text and legends have it whole)."""
+    def tick(self, group: comparing.Group) -> str:
+        """The configuration's swept values on one line, each name without the shared prefix and
+        each value at most TICK characters (a long path would squeeze the plot; the hover text and
+        legends have it whole)."""
         cut = len(self.prefix)
-        lines = [f"{k[cut:] if k.startswith(self.prefix) else k}={_shown(comparing.cell(group, k))}" for k in self.swept]
-        return [line if len(line) <= TICK else line[:TICK - 1] + "…" for line in lines] or ["the only configuration"]
+        parts = [(k[cut:] if k.startswith(self.prefix) else k, _shown(comparing.cell(group, k))) for k in self.swept]
+        return " ".join(f"{k}={v if len(v) <= TICK else v[:TICK - 1] + '…'}" for k, v in parts) or "the only configuration"
 
     def run_label(self, run: RunData) -> str:
         """A run's swept values (a failed run's too: it is in no configuration)."""

@@ -19,9 +19,18 @@ from orchestrator.engines.base import HEADLINE
 from .data import Experiment
 
 Figure = dict[str, Any]
-# Plotly's own first ten colours, fixed here so a configuration keeps its colour across figures
+# Plotly's own first ten colours and their light forms, fixed here so a configuration keeps its
+# colour across figures (twenty before one repeats)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf")
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
+           "#dbdb8d", "#9edae5")
+
+
+def legend_room(names: list[str]) -> int:
+    """Pixels the legend below a plot takes: a row per entry when the names are long (a wrapping
+    legend puts one a row), else three a row; the figure grows by it, so the plot keeps its height."""
+    per_row = 1 if max(map(len, names), default=0) > 45 else 3
+    return 20 * -(-len(names) // per_row)
 
 
 def legend_below(height: int) -> dict[str, Any]:
@@ -46,26 +55,28 @@ def layout(title: str, x: str, y: str, **more: Any) -> dict[str, Any]:
 
 
 def spread_by_config(found: Experiment, metric: str) -> Figure:
-    """One box per configuration over its repeats, every repeat a point; the configurations on a
-    categorical axis named by their swept values (one param a line), best first."""
+    """One horizontal box per configuration over its repeats, every repeat a point; the
+    configurations down a categorical axis, best at the top, each named by its swept values on one
+    line (a row each: twelve configurations of six params read as well as two of one)."""
     assert found.comparison is not None
     data = []
     for group in found.comparison.groups:
         runs = [r for r in found.group_runs(group) if metric in r.metrics]
         if not runs:
             continue
-        tick = "<br>".join(text(line) for line in found.tick(group))
-        data.append({"type": "box", "x": [tick] * len(runs), "y": [r.metrics[metric] for r in runs],
+        data.append({"type": "box", "orientation": "h", "y": [text(found.tick(group))] * len(runs),
+                     "x": [r.metrics[metric] for r in runs],
                      "text": [f"run {r.id} (repeat {r.record['repeat']})" for r in runs], "boxpoints": "all",
                      "jitter": 0.3, "pointpos": 0, "name": text(found.label(group)),
                      "marker": {"color": colour(found, group)},
-                     "hovertemplate": "%{y}<br>%{text}<extra>%{fullData.name}</extra>"})
+                     "hovertemplate": "%{x}<br>%{text}<extra>%{fullData.name}</extra>"})
     by = found.comparison.by
     last = " (those failing a constraint last)" if found.comparison.objective.subject_to else ""
     cut = f"; params without {found.prefix}" if found.prefix else ""
-    axis = layout(f"{metric} per configuration (box: the spread of repeats)",
-                  f"configuration, best first by {by}{last}{cut}", metric, showlegend=False)
-    axis["xaxis"].update(type="category", tickfont={"size": 11}, tickangle=0)
+    axis = layout(f"{metric} per configuration (box: the spread of repeats)", metric, "", showlegend=False,
+                  height=140 + 30 * max(len(data), 3))
+    axis["yaxis"].update(type="category", autorange="reversed", tickfont={"size": 11})
+    axis["title"]["text"] += f"<br><sup>{text(f'configurations best first by {by}{last}{cut}')}</sup>"
     return {"data": data, "layout": axis}
 
 
@@ -149,8 +160,9 @@ def headline_over_time(found: Experiment) -> Figure:
                      **({"line": {"color": colour(found, group)}} if group else {}),
                      "hovertemplate": f"run {run.id} #%{{x}} %{{text}}: %{{y}}<extra>%{{fullData.name}}</extra>"})
         named.add(label)
-    figure = layout(f"{HEADLINE} over time, one line per run", "log line (in order)", HEADLINE, height=520,
-                    legend=legend_below(520))
+    tall = 400 + legend_room(list(named))
+    figure = layout(f"{HEADLINE} over time, one line per run", "log line (in order)", HEADLINE, height=tall,
+                    legend=legend_below(tall))
     if not data:  # a short workload's server may print no stats line with it
         figure["annotations"] = [{"text": f"no run's series carries {HEADLINE}: its server log printed no decode "
                                           "line with it", "showarrow": False, "xref": "paper", "yref": "paper",

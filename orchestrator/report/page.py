@@ -20,8 +20,8 @@ from .data import Experiment, RunData
 # One column no wider than a 1400-pixel window: long texts (paths, debug lines) wrap, never widen the page
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px auto;padding:0 16px;max-width:1360px;color:#222}
 *{box-sizing:border-box}table{border-collapse:collapse;margin:8px 0;max-width:100%}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px;white-space:nowrap}
-td.text,details.run td{white-space:normal;overflow-wrap:anywhere;min-width:6em}th{background:#f3f3f3}td .spread{color:#777;font-size:11px}p.same{color:#444}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;font-size:13px;white-space:nowrap}th{white-space:normal}
+td.text,details.run td{white-space:normal;overflow-wrap:anywhere}td.words{white-space:normal}th{background:#f3f3f3}td .spread{color:#777;font-size:11px}p.same{color:#444}
 tr.best td{background:#e8f5e9}tr.failed td{color:#888}.figure{margin:16px 0;min-height:300px;width:100%}
 details{margin:4px 0}summary{cursor:pointer;overflow-wrap:anywhere}
 pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;overflow-wrap:anywhere}"""

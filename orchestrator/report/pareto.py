@@ -50,9 +50,10 @@ def figure(found: Experiment, x: str) -> tuple[figures.Figure, set[int]]:
     data.append({"type": "scatter", "mode": "lines", "name": "Pareto front", "line": {"dash": "dot", "color": "#444"},
                  "x": [rows[i][1].median for i in front], "y": [rows[i][2].median for i in front], "hoverinfo": "skip"})
     better = "lower" if lower else "higher"
+    tall = 420 + figures.legend_room([t["name"] for t in data])
     layout = figures.layout(f"{THROUGHPUT} against {x}: the Pareto front (★) of configurations no other beats on both",
                             f"{x} ({better} is better; median, bars: min–max of repeats)", THROUGHPUT,
-                            legend=figures.legend_below(520), height=520)
+                            legend=figures.legend_below(tall), height=tall)
     return {"data": data, "layout": layout}, on_front
 
 

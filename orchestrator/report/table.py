@@ -79,20 +79,37 @@ def _table(found: Experiment, front: set[int], metrics: list[str], name: str, ma
                  *([escape(" ".join(map(str, group.run_ids)))] if marks else []),
                  *([escape("; ".join(group.failed))] if fails else []),
                  *(_stat(group.stat(m)) for m in metrics),
-                 *(["★ on the front" if id(group) in front else ""] if marks and front else [])]
+                 *(["★" if id(group) in front else ""] if marks and front else [])]
         css = ' class="best"' if group.mark == comparing.BEST else ' class="failed"' if group.failed else ""
-        texts = {i for i, k in enumerate(head) if k in c.varying or k in ("runs", "fails")}  # may wrap; numbers do not
-        rows.append(f"<tr{css}>" + "".join(f'<td class="text">{cell}</td>' if i in texts else f"<td>{cell}</td>"
+        rows.append(f"<tr{css}>" + "".join(f"<td{_kind(head[i], c.varying)}>{cell}</td>"
                                            for i, cell in enumerate(cells)) + "</tr>")
-    header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
+    header = "<tr>" + "".join(f"<th>{_breakable(h)}</th>" for h in head) + "</tr>"
     return f'<table id="{escape(name)}">{header}{"".join(rows)}</table>'
+
+
+def _kind(column: str, varying: list[str]) -> str:
+    """Param values (any text, a path) may break anywhere, words between words; numbers never."""
+    if column in varying or column == "fails":
+        return ' class="text"'
+    return ' class="words"' if column in ("mark", "runs") else ""
+
+
+def _breakable(name: str) -> str:
+    """A column's name that may break after each `_`: `speculative_num_draft_tokens` over four
+    short lines instead of one column as wide as the name."""
+    return escape(name).replace("_", "_<wbr>")
 
 
 def _stat(s: comparing.Stat | None) -> str:
     if s is None:
         return ""
-    spread = "" if s.low == s.high else f'<br><span class="spread">{s.low:.4g}–{s.high:.4g}</span>'
-    return f"{s.median:.4g}{spread}"
+    spread = "" if s.low == s.high else f'<br><span class="spread">{_number(s.low, 3)}–{_number(s.high, 3)}</span>'
+    return f"{_number(s.median, 4)}{spread}"
+
+
+def _number(value: float, digits: int) -> str:
+    """`digits` significant digits, but a number that large in full: 3322, never 3.32e+03."""
+    return f"{value:.0f}" if abs(value) >= 10 ** digits else f"{value:.{digits}g}"
 
 
 def _show(value: Any) -> str:
