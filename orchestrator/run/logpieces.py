@@ -19,9 +19,10 @@ PIECE = 16 << 20  # bytes read at a time (at least the head the engines search f
 LEVEL = 1  # zlib's fastest level: importing.pack's for a log this big
 
 
-def of_file(path: Path, piece: int = PIECE) -> Iterator[bytes]:
-    """The file's bytes in pieces, each but the last ending with a newline (a line longer than a
-    piece makes one piece of its own)."""
+def of_file(path: Path, piece: int = 0) -> Iterator[bytes]:
+    """The file's bytes in pieces of about `piece` bytes (PIECE), each but the last ending with a
+    newline (a line longer than a piece makes one piece of its own)."""
+    piece = piece or PIECE
     with open(path, "rb") as f:
         carry = b""
         while chunk := f.read(piece):
@@ -36,9 +37,9 @@ def of_file(path: Path, piece: int = PIECE) -> Iterator[bytes]:
             yield carry
 
 
-def of_bytes(data: bytes, piece: int = PIECE) -> Iterator[bytes]:
+def of_bytes(data: bytes, piece: int = 0) -> Iterator[bytes]:
     """`of_file` of bytes already in memory (a log fetched from a host)."""
-    at = 0
+    piece, at = piece or PIECE, 0
     while at < len(data):
         end = data.rfind(b"\n", at, at + piece) + 1
         if end <= at:

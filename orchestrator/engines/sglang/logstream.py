@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from itertools import compress, repeat
 from operator import contains
 
-from orchestrator.engines.base import DebugLine, LogReport, Measure
+from orchestrator.engines.base import DebugLine, Diagnosis, LogReport, Measure
 from orchestrator.engines.fields import required_literal
 from orchestrator.engines.seriesblock import SeriesBlock
 from . import logs, statcolumns
@@ -38,6 +38,7 @@ class LogStream:
         self.server_args: str | None = None
         self.ready = False
         self._head = b""  # the log's first HEAD_SIZE bytes, cut at a line's end
+        self._head_done = False
         self._tail: deque[bytes] = deque()  # the last pieces, at least TAIL_SIZE bytes of them
         self._size = 0
 
@@ -58,9 +59,10 @@ class LogStream:
         return self._blocks(piece), self._debug_lines(piece)
 
     def _keep_ends(self, piece: bytes) -> None:
-        if len(self._head) < HEAD_SIZE:
+        if not self._head_done:
             room = piece[:HEAD_SIZE - len(self._head)]
-            self._head += room if len(room) == len(piece) else room[:room.rfind(b"\n") + 1]
+            self._head_done = len(room) < len(piece)
+            self._head += room[:room.rfind(b"\n") + 1] if self._head_done else room
         self._size += len(piece)
         self._tail.append(piece)
         while len(self._tail) > 1 and sum(map(len, self._tail)) - len(self._tail[0]) >= logs.TAIL_SIZE:
@@ -103,12 +105,20 @@ class LogStream:
     def _started(self) -> bool:
         return self.server_args is not None or any(self._head.find(line.encode()) >= 0 for line in logs.STARTUP_LINES)
 
+    def _diagnosis(self) -> Diagnosis | None:
+        """The head's and the tail's failures; read as a whole log's are where the two meet (a log
+        under HEAD_SIZE + TAIL_SIZE is kept whole in them)."""
+        kept = b"".join(self._tail)
+        rest = self._size - len(self._head)
+        if rest <= len(kept):
+            whole = self._head + kept[len(kept) - rest:] if rest else self._head
+            return logs._diagnose_ends(whole, str.encode, b"\n", _text, self._patched)
+        tail = kept[-logs.TAIL_SIZE:]
+        return logs.diagnose_parts(self._head, tail[tail.find(b"\n") + 1:], self._patched)  # from a line's start
+
     def report(self) -> LogReport:
         """The log's report but its series and debug lines (handed on piece by piece)."""
-        tail = b"".join(self._tail)[-logs.TAIL_SIZE:]
-        if len(tail) < self._size:  # cut at a line's start, as the head ends at a line's end
-            tail = tail[tail.find(b"\n") + 1:]
-        diagnosis = logs.diagnose_parts(self._head, tail, self._patched)
+        diagnosis = self._diagnosis()
         if diagnosis is not None and diagnosis.kind == logs.PATCHED_MODULE_IMPORT:
             diagnosis = dataclasses.replace(diagnosis, decisive=True)
         measures = [Measure(name, total / n if n else None, "decode_log", f"mean of {n} decode-line intervals")
@@ -116,3 +126,7 @@ class LogStream:
         measures.append(Measure("decode_intervals", self.counts[DECODE], "orch"))
         return LogReport(series=(), debug_lines=(), diagnosis=diagnosis, ready=self.ready, launch_args=self.server_args,
                          measures=tuple(measures), started=self._started())
+
+
+def _text(part: bytes) -> str:
+    return part.decode("utf-8", "replace")
