@@ -67,7 +67,7 @@ def test_a_two_layer_target_hands_the_draft_two_layers_of_three(verdicts):
 def test_layers0_keys_load_on_vllm_so_nothing_is_wrong(verdicts):
     found = verdicts["layers0"]
     assert found["cause"] == "none" and found["accept_len_before"] >= 2.0 and found["fix"] is None, found
-    assert set(found["probes"]) == {"hidden-width", "draft-keys"}  # the real engine's probes, not the stand-in's
+    assert set(found["probes"]) == {"hidden-width", "draft-keys", "vocab"}  # the real engine's, not the stand-in's
 
 
 def test_every_probe_run_is_recorded_and_vllm_is_as_it_was(verdicts):

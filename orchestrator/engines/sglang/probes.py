@@ -82,6 +82,13 @@ _SGLANG_CAPTURE = (
                     "eagle_aux_hidden_state_layer_ids"),
 )
 
+# the EAGLE worker, as the draft takes the target's embedding and head: both vocabularies side by side
+_SGLANG_VOCAB = _patch(
+    "doctor-vocab", "sglang:srt/speculative/eagle_worker.py", "embed, head = target_worker.model.get_embed_and_head()",
+    "insert_after",
+    f'print(f"{TAG} probe=vocab target_vocab={{head.shape[0]}} draft_config_vocab={{draft.config.vocab_size}} '
+    "draft_vocab={getattr(draft.config, 'draft_vocab_size', None)}\", flush=True)\n")
+
 SGLANG = (
     Probe("hidden-width", "the hidden-state width reaching the draft, against its fc input width", (_SGLANG_WIDTH,)),
     # one candidate per release: the host keeps the one whose anchor its source holds
@@ -90,6 +97,7 @@ SGLANG = (
     Probe("draft-keys", "the checkpoint's fc against the model's; the keys the loader placed and the draft parameters "
           "it left untouched; d2t against t2d",
           (_SGLANG_LOAD_OPEN, _SGLANG_LOAD_CLOSE)),
+    Probe("vocab", "the target's vocabulary (its lm_head) against the draft config's", (_SGLANG_VOCAB,)),
 )
 
 _CLASS = re.compile(r"target class (\w+) \(([\w/.]+\.py)\)")

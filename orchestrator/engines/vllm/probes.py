@@ -71,6 +71,11 @@ _REAL_CLOSE = _patch(
     "        loader.load_weights = _doctor_then_report\n"
     "        loader.load_weights(")
 
+_REAL_VOCAB = _patch(
+    "doctor-vocab-real", _DRAFT, "target_vocab_size = vllm_config.model_config.get_vocab_size()", "insert_after",
+    f'print(f"{TAG} probe=vocab target_vocab={{target_vocab_size}} draft_config_vocab={{self.config.vocab_size}} '
+    'draft_vocab={self.config.draft_vocab_size}", flush=True)\n')
+
 # --- the stand-in (its releases share the loader's first line)
 _STANDIN_OPEN_AT = "def load_weights(self, weights) -> Draft:"
 _STANDIN_LOAD = _patch(
@@ -86,6 +91,7 @@ PROBES = Probes(
         Probe("hidden-width", "the hidden-state width reaching the draft, against its fc input width", (_REAL_WIDTH,)),
         Probe("draft-keys", f"{_READS_LOAD}; {_READS_KEYS}", (_REAL_OPEN, _REAL_CLOSE)),
         Probe("draft-load", _READS_LOAD, (_STANDIN_LOAD,)),
+        Probe("vocab", "the target's vocabulary against the draft config's", (_REAL_VOCAB,)),
     ),
     "speculative_method", ("eagle",), "eagle3", no_capture_patch,
 )

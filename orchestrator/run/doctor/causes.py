@@ -21,6 +21,7 @@ CODES = {  # code -> what it means (the preflight's own codes keep their meaning
     "aux-layers-mismatch": "the target captures fewer layers than the draft's fc takes (a target with too few layers)",
     "fc-width": "the draft's fc takes another width than the target's captured layers give",
     "draft-keys-dropped": "the engine's loader left draft layer weights at their initial values (key names it skips)",
+    "vocab-mismatch": "the draft was trained on another vocabulary than the target's (another tokenizer)",
     "d2t-absolute": "the draft's d2t holds target ids, not offsets: every proposal maps to a wrong token",
     "d2t-mapping-wrong": "the draft's ids map to target tokens its own t2d does not mark",
     "draft-rejected": "the draft's proposals are rejected and no probe shows why",
@@ -98,6 +99,20 @@ def draft_keys(evidence: Evidence) -> Decision | None:
                                            f"e.g. {untouched[0]}"), "probe draft-keys")
 
 
+def vocab(evidence: Evidence) -> Decision | None:
+    """The target's vocabulary (its lm_head, as the engine built it) against the draft config's, and
+    against the t2d the draft was trained with: one tokenizer or none."""
+    target = evidence.number("vocab", "target_vocab")
+    sizes = {"the draft config's vocab_size": evidence.number("vocab", "draft_config_vocab"),
+             "the draft's t2d": evidence.number("d2t", "target_vocab")}
+    differ = [f"{name} {size}" for name, size in sizes.items() if target and size and size != target]
+    fits = evidence.accept_len is not None and evidence.accept_len >= FITS
+    if not differ or fits:  # a config that names another size, under a draft that is accepted, costs nothing
+        return None
+    return Decision("vocab-mismatch", (evidence.probe_lines["vocab"], f"the target has {target} tokens; "
+                                       + ", ".join(differ)), "probe vocab")
+
+
 def d2t(evidence: Evidence) -> Decision | None:
     """Each draft id mapped the engine's way (id + d2t) must land on a token t2d marks."""
     hits, size = evidence.number("d2t", "mapped_in_t2d"), evidence.number("d2t", "draft_vocab")
@@ -138,4 +153,4 @@ def diagnosis(evidence: Evidence) -> Decision | None:
 
 
 # Probes first (they show what the engine did), then the preflight (what the files say), then a crash.
-RULES: tuple[Rule, ...] = (fc_width, hidden_width, draft_keys, d2t, preflight, diagnosis)
+RULES: tuple[Rule, ...] = (fc_width, hidden_width, draft_keys, vocab, d2t, preflight, diagnosis)

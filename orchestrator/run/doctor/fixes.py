@@ -60,6 +60,9 @@ def for_cause(decision: Decision, evidence: Evidence, engine: Probes, checkpoint
     if cause in ("aux-layers-mismatch", "fc-width"):
         return advice("the draft does not fit this target: serve it with the target it was trained for, or train "
                       "it on this target's hidden states and layers (its fc and eagle_aux_hidden_state_layer_ids)")
+    if cause == "vocab-mismatch":
+        return advice("serve the draft with the target (and tokenizer) it was trained for, or train it on this "
+                      "target's vocabulary")
     if cause == "aux-capture-off":
         return advice("remove `use_aux_hidden_state: false` from the draft's eagle_config (or set it true)")
     if cause == "aux-capture-missing":
