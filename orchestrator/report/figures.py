@@ -85,20 +85,22 @@ def metrics_by_param(found: Experiment, param: str, metrics: list[str]) -> Figur
     combination of the other swept values (the legend names it), medians with min–max bars; one
     panel per metric, stacked, sharing the x axis."""
     assert found.comparison is not None
-    others = [k for k in found.swept if k != param]
+    others = split_by(found, param)
     panels, gap = len(metrics), 0.06
     height = (1 - gap * (panels - 1)) / panels
     groups = sorted(found.comparison.groups, key=lambda g: (found.label(g, only=others), _order(g.params.get(param))))
     values = sorted({_key(g, param) for g in groups}, key=lambda v: _order(json.loads(v)))
-    tall = max(360, 230 * panels)
-    figure = layout(f"metrics against {param}" + (f", one line per {', '.join(others)}" if others else ""),
-                    param, "", height=tall, showlegend=bool(others), legend=legend_below(tall))
+    lines = _lines(found, groups, others)
+    tall = max(360, 230 * panels) + (legend_room(list(lines)) if others else 0)
+    split = f"<br><sup>{text('one line per ' + ', '.join(others))}</sup>" if others else ""
+    figure = layout(f"metrics against {param}", param, "", height=tall, showlegend=bool(others), legend=legend_below(tall))
+    figure["title"]["text"] += split
     figure["xaxis"].update(type="category", categoryorder="array", categoryarray=[text(_tick(v)) for v in values],
                            anchor=f"y{panels if panels > 1 else ''}")
     data = []
     for i, metric in enumerate(metrics):
         axis = "" if i == 0 else str(i + 1)
-        for n, (line, members) in enumerate(_lines(found, groups, others).items()):
+        for n, (line, members) in enumerate(lines.items()):
             points = [(g, s) for g in members if (s := g.stat(metric)) is not None]
             if points:
                 labels = [found.label(g) for g, _ in points]
@@ -106,6 +108,21 @@ def metrics_by_param(found: Experiment, param: str, metrics: list[str]) -> Figur
         top = 1 - i * (height + gap)
         figure[f"yaxis{axis}"] = {"title": {"text": text(metric)}, "domain": [top - height, top], "automargin": True}
     return {"data": data, "layout": figure}
+
+
+def split_by(found: Experiment, param: str) -> list[str]:
+    """The other swept params that tell the lines apart. One is left out when the lines still hold
+    one configuration per value without it: a param that moves with this one or with another (the
+    draft tokens the engine ran, steps + 1; a variant that sets the algorithm) would otherwise make
+    every line a single point."""
+    assert found.comparison is not None
+    others = [k for k in found.swept if k != param]
+    for name in reversed(list(others)):
+        rest = [k for k in others if k != name]
+        points = [(found.label(g, only=rest), _key(g, param)) for g in found.comparison.groups]
+        if len(set(points)) == len(points):
+            others = rest
+    return others
 
 
 def _lines(found: Experiment, groups: list[Group], others: list[str]) -> dict[str, list[Group]]:
