@@ -8,6 +8,7 @@ why, fix), in the SGLang preflight's style and severities.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -15,11 +16,11 @@ import numpy as np
 
 from orchestrator.engines.finding import ERROR, WARNING, Finding
 
-from . import source
+from . import inferred, source
 
 CODES = (  # every code a finding can carry (preflight_run.py's too); `preflight: {allow: [...]}` names them
     "aux-layers-missing", "checkpoint-path-missing", "config-invalid", "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "draft-weights-unchecked",
-    "fc-width", "method-eagle-with-eagle3-draft", "method-unknown", "not-a-folder", "source-unread",
+    "fc-width", "method-eagle-with-eagle3-draft", "method-inferred", "method-unknown", "not-a-folder", "source-unread",
     "target-arch-unregistered", "target-eagle3-unsupported", "target-model-type-unsupported",
 )
 _LAYER_KEY = re.compile(r"^(?:model\.)?(?:midlayer|layers\.(\d+))\.")
@@ -38,6 +39,9 @@ class Facts:
 
 
 def check(facts: Facts) -> list[Finding]:
+    guessed = _inferred(facts)
+    if guessed is not None:  # the checks below read the method the engine will run
+        facts = dataclasses.replace(facts, spec={**facts.spec, "method": guessed})
     method = facts.spec.get("method")
     methods = source.speculative_methods(facts.sources)
     if methods and method not in methods:
@@ -45,10 +49,25 @@ def check(facts: Facts) -> list[Finding]:
                         f"vLLM {facts.version} knows {', '.join(methods)} ({_spec_file(facts)})",
                         'use "method": "eagle3" for an EAGLE-3 draft')]
     every, drafts = source.registry(facts.sources.get(source.REGISTRY))
-    found = [*_target(facts, every), *_draft_arch(facts, drafts)]
+    found = [*_inferred_finding(facts, guessed), *_target(facts, every), *_draft_arch(facts, drafts)]
     if method == "eagle3":
         found += [*_keys(facts), *_fc(facts), *_aux_layers(facts), *_d2t(facts)]
     return found
+
+
+def _inferred(facts: Facts) -> str | None:
+    """A config without a method: the one the host's vLLM infers from the draft's path (`inferred.py`)."""
+    if facts.spec.get("method") is not None:
+        return None
+    return inferred.method_for(inferred.rules(facts.sources), facts.spec.get("model"))
+
+
+def _inferred_finding(facts: Facts, method: str | None) -> list[Finding]:
+    if method is None:
+        return []
+    return [Finding(WARNING, "method-inferred", f"--speculative-config method '{method}' (none given)",
+                    f"vLLM {facts.version} infers it from the draft path {facts.spec.get('model')} ({_spec_file(facts)})",
+                    'name the method: "method": "eagle3" for an EAGLE-3 draft')]
 
 
 def _spec_file(facts: Facts) -> str:

@@ -180,6 +180,9 @@ def speculative_config(config: dict | None) -> dict | None:
             raise TypeError(f"SpeculativeConfig.__init__() got an unexpected keyword argument '{key}'")
     methods = _literal(module.SpeculativeMethod)
     method = config.get("method")
+    if method is None and config.get("model"):  # SpeculativeConfig.__post_init__ infers it from the draft's path
+        method = module.SpeculativeConfig(**config).method
+        config = {**config, "method": method}
     if method not in methods:
         choices = ", ".join(repr(m) for m in methods[:-1]) + f" or {methods[-1]!r}"
         raise ValueError(f"1 validation error for SpeculativeConfig\nmethod\n  Input should be {choices} "

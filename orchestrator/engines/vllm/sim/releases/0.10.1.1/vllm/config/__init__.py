@@ -26,6 +26,22 @@ class SpeculativeConfig:
     prompt_lookup_min: Optional[int] = None
     speculative_token_tree: Optional[str] = None
 
+    def __post_init__(self):
+        self.draft_model_config = DraftModelConfig(self.model)
+        # Automatically detect the method (the real release's chain, config/__init__.py:2134-2139)
+        if self.method in ('eagle', 'eagle3'):
+            pass
+        elif "eagle-" in self.draft_model_config.model.lower() or \
+                "eagle3-" in self.draft_model_config.model.lower():
+            self.method = "eagle"
+
+
+@dataclass
+class DraftModelConfig:
+    """The rehearsal's ModelConfig of the draft: only its path."""
+
+    model: str = ""
+
 
 def verify_eagle3_target(method: str | None, model_type: str) -> None:
     eagle3_target_supported = ["llama", "qwen"]

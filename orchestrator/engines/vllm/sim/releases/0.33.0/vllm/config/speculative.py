@@ -27,6 +27,23 @@ class SpeculativeConfig:
     prompt_lookup_min: int | None = None
     speculative_token_tree: str | None = None
 
+    def __post_init__(self):
+        self.draft_model_config = DraftModelConfig(self.model or "")
+        # Automatically detect the method (the real release's chain, config/speculative.py:1433-1447)
+        if self.method in ("eagle", "eagle3", "dflash"):
+            pass
+        elif "eagle-" in self.draft_model_config.model.lower():
+            self.method = "eagle"
+        elif "eagle3" in self.draft_model_config.model.lower():
+            self.method = "eagle3"
+
+
+@dataclass
+class DraftModelConfig:
+    """The rehearsal's ModelConfig of the draft: only its path."""
+
+    model: str = ""
+
 
 def verify_eagle3_target(method: str | None, model_type: str) -> None:
     """0.33.0 restricts EAGLE-3 targets by interface only (the model runner's supports_eagle3)."""
