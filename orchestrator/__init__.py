@@ -1,8 +1,8 @@
 """orch: run LLM-serving experiments on GPU hosts over SSH and keep an exact record of each run.
 
-The library face: what `orch run`, `check`, `show`, `diff`, `revert`, `stop` and `hosts check` do,
-callable from Python, and every error orch raises; each command's options are the parameters of
-its function here. Everything else in the package is internal.
+The library face: what `orch run`, `check`, `show`, `diff`, `import`, `revert`, `stop` and
+`hosts check` do, callable from Python, and every error orch raises; each command's options are
+the parameters of its function here. Everything else in the package is internal.
 
     import orchestrator as orch
 
@@ -36,6 +36,7 @@ if _typing.TYPE_CHECKING:
     from orchestrator.host.facts import HostFacts
     from orchestrator.host.reverting import Reverted as _Reverted
     from orchestrator.run.execute import Outcome
+    from orchestrator.run.logimport import Imported, LogSource as _LogSource
     from orchestrator.store.database import Store
 
 __version__ = "0.1.0"
@@ -43,7 +44,7 @@ __version__ = "0.1.0"
 __all__ = [
     "run_experiment", "run_experiment_async", "check_experiment", "check_experiment_async", "load_spec",
     "show_run", "run_requests", "diff_runs", "revert_patches", "revert_patches_async", "stop_runs", "stop_runs_async",
-    "check_hosts", "check_hosts_async",
+    "check_hosts", "check_hosts_async", "import_log",
     "Spec", "Outcome", "Store", "RunDiff", "HostFacts",
     "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
     "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
@@ -265,6 +266,46 @@ async def check_hosts_async(hosts: _Sequence[str] = (), *, inventory: _Where = _
     every = [engines.get(name) for name in engines.KNOWN]
     packages = tuple((engine.package, engine.version_files()) for engine in every)
     return await hostfacts.check_all(chosen, port, connect_timeout=timeout, packages=packages)
+
+
+def import_log(log: str, *, db: str = _DEFAULT_DB, inventory: _Where = _DEFAULT_INVENTORY, name: str | None = None,
+               params: _Sequence[str] = (), host: str | None = None, debug_pattern: str | None = None,
+               secrets: _Sequence[str] = ()) -> "Imported":
+    """`orch import LOGFILE`: record a run made by hand from its server log (a local path, or
+    HOST:PATH on an inventory host): metrics, debug lines, diagnosis, the launch command. `name`:
+    the variant (default: the file name); `params`: `key=value` to record; `host`: the host to
+    record (default: the HOST of HOST:PATH, else `imported`); `debug_pattern`: regex of debug lines
+    (default: the experiment files' default); `secrets`: env names whose values to hide in the log,
+    besides the inventory's `secrets:` and names that say so."""
+    from orchestrator.core import inventory as inventories
+    from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
+    from orchestrator.run import logimport
+
+    pattern = DEFAULT_DEBUG_PATTERN if debug_pattern is None else debug_pattern
+    hosts_file = _Path(inventory)
+    source = _log_source(log, pattern, hosts_file)
+    sink = logimport.writer(db)
+    parsed = logimport.parse_params(list(params))
+    declared = tuple(n for h in inventories.load(hosts_file).hosts.values() for n in h.secrets) \
+        if hosts_file.exists() else ()  # the log may come from any host of the inventory
+    return logimport.record(sink, source, name, parsed, host, pattern, (*declared, *secrets))
+
+
+def _log_source(log: str, debug_pattern: str, inventory: _Path) -> "_LogSource":
+    """A local file when one is there; else HOST:PATH with a host of the inventory."""
+    from orchestrator.core import inventory as inventories
+    from orchestrator.run import logimport
+
+    if _Path(log).exists() or ":" not in log or not inventory.exists():
+        return logimport.read_local(_Path(log))
+    hosts = inventories.load(inventory).hosts
+    remote = logimport.split_remote(log, hosts)
+    if remote is None:
+        raise SpecError(f"{log}: no such file here, and {log.partition(':')[0]!r} is not a host of "
+                        f"{inventory}; give a local path or HOST:PATH")
+    import asyncio
+
+    return asyncio.run(logimport.read_remote(hosts[remote[0]], remote[1], debug_pattern))
 
 
 def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _Sequence[str],

@@ -96,7 +96,7 @@ CLI_NOT_YET_THROUGH_THE_FACE: dict[str, set[str]] = {
                   "run.doctor.examination", "store.reading"},
     "hosts.py": {"core.inventory", "host.cleanup", "host.journal", "host.lifecycle", "host.reverting", "remote",
                  "store.database"},
-    "inputs.py": {"core.defaults", "core.inventory", "core.spec", "run.logimport", "store.reading"},
+    "inputs.py": {"core.defaults", "store.reading"},
     "interrupt.py": {"core.spec", "run.execute", "run.stopping", "store.database", "store.reading"},
     "listing.py": {"core.compare", "store.metricjson", "store.queries", "store.reading"},
     "live.py": {"engines", "run.attempt"},

@@ -4,15 +4,14 @@ checkpoints, vetted before any run, and the server log of a run made by hand."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 import orchestrator
-from orchestrator.core import inventory as inventories, spec as specs
 from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
 from . import ui
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, SpecError
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
 from .app import SET_HELP, _split, app, dumps, settings
 
 
@@ -49,31 +48,9 @@ def import_log(
                                      "the inventory's `secrets:` and names that say so (repeatable)."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
-    from orchestrator.run import logimport
     from orchestrator.store.reading import SUCCEEDED
 
-    source = _log_source(log, debug_pattern, logimport)
-    done = logimport.record(logimport.writer(settings.db), source, name, logimport.parse_params(params), host,
-                            debug_pattern, (*_declared_secrets(), *secret))
+    done = orchestrator.import_log(log, db=settings.db, inventory=settings.inventory, name=name, params=params,
+                                   host=host, debug_pattern=debug_pattern, secrets=secret)
     ui.imported(done)
     raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
-
-
-def _declared_secrets() -> tuple[str, ...]:
-    """The secret names every inventory host declares: the log may come from any of them."""
-    if not settings.inventory.exists():
-        return ()
-    return tuple(n for h in inventories.load(settings.inventory).hosts.values() for n in h.secrets)
-
-
-def _log_source(log: str, debug_pattern: str, logimport: Any) -> Any:
-    """A local file when one is there; else HOST:PATH with a host of the inventory."""
-    if Path(log).exists() or ":" not in log or not settings.inventory.exists():
-        return logimport.read_local(Path(log))
-    hosts = inventories.load(settings.inventory).hosts
-    remote = logimport.split_remote(log, hosts)
-    if remote is None:
-        raise SpecError(f"{log}: no such file here, and {log.partition(':')[0]!r} is not a host of "
-                        f"{settings.inventory}; give a local path or HOST:PATH")
-    import asyncio  # here, not at the top: `orch --help` does without it
-    return asyncio.run(logimport.read_remote(hosts[remote[0]], remote[1], debug_pattern))
