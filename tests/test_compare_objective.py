@@ -119,3 +119,22 @@ def test_a_stored_objective_is_read_as_the_file_s_was():
     with pytest.raises(SpecError, match=r"objective: of run 7's experiment: constraint 'accept_len ~ 2'"):
         compare.objective_of([{"id": 7, "spec": {"objective": {"maximize": "x", "subject_to": ["accept_len ~ 2"]}},
                                "metrics": {}}])
+
+
+def test_an_objective_written_in_the_file_is_checked_stored_and_ranked_by(project):
+    """The experiment file's `objective:` is read at load, passes `orch check`'s metric names, and
+    the copy a run stores (its spec) is the objective compare ranks by."""
+    from conftest import ROOT
+    from orchestrator.core import plancheck, spec as specs
+
+    path = project / "experiments" / "tuning.yaml"
+    path.write_text((ROOT / "experiments" / "eagle_debug.yaml").read_text()
+                    + 'objective:\n  minimize: itl_ms_p99\n  subject_to: ["accept_len >= 2", "output_tok_s > 100"]\n')
+    loaded = specs.load(path)
+    assert loaded.objective == objectives.Objective(
+        "itl_ms_p99", True, (objectives.Constraint("accept_len", ">=", 2.0),
+                             objectives.Constraint("output_tok_s", ">", 100.0)), "objective")
+    plancheck.check(loaded, specs.expand(loaded), [])
+    assert compare.objective_of([{"id": 1, "spec": loaded.raw, "metrics": {}}]) == loaded.objective
+    assert compare.objective_of([{"id": 1, "spec": loaded.raw, "metrics": {}}], "accept_len") == objectives.Objective(
+        "accept_len", False, loaded.objective.subject_to, "--by")
