@@ -1,5 +1,5 @@
-"""`orch stop` through the real CLI: a live sweep stopped from another process (its controller gets
-SIGTERM and cleans up), a SIGKILLed controller's leftovers stopped with `--all`, and the exit codes
+"""`orch stop` through the real CLI: a live sweep stopped from another process with `--sweep` (its
+controller gets SIGTERM and cleans up), a SIGKILLed controller's leftovers stopped with `--all`, and the exit codes
 of an unknown run and an unreachable host."""
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ def assert_nothing_left(project, pristine) -> list[dict]:
     return runs
 
 
-def test_orch_stop_run_on_a_live_sweep_signals_its_controller_and_waits_for_its_cleanup(project):
+def test_orch_stop_sweep_on_a_live_sweep_signals_its_controller_and_waits_for_its_cleanup(project):
     spec = sweep_project(project)
     pristine = prepared(project, spec)
     proc = start(project, "run", str(spec), "--hosts", ",".join(HOSTS))
     output = wait_for(proc, "sending")
     uid = records(project)[0]["uid"]
-    done = orch(project, "stop", uid)
+    done = orch(project, "stop", "--sweep", uid)  # the whole sweep (`orch stop RUN` stops that run alone)
     text = " ".join(done.stdout.split())
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"`orch run` pid {proc.pid}: sent it SIGTERM" in text

@@ -5,7 +5,8 @@ and the command that finishes it should orch be killed. Past CLEANUP_BOUND_S orc
 exits 130 all the same, saying what is left: the journal survives a kill at any point.
 
 The default action of SIGTERM and SIGHUP ends the process at once, no `finally` run: hence a
-handler for all three, which hands the signal to the event loop."""
+handler for all three, which hands the signal to the event loop. SIGUSR1 is `orch stop RUN` asking
+for one run alone to stop while the sweep goes on (`run/runstop.py`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from orchestrator.core.spec import RunPlan
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from orchestrator.run.stopping import CLEANUP_BOUND_S  # every server's grace, then the reverts
+from orchestrator.run import runstop
 from orchestrator.store.reading import INTERRUPTED, RUNNING, SUCCEEDED
 from . import ui
 
@@ -63,7 +65,12 @@ async def _guarded(work: Coroutine[Any, Any, T], store: Store, controller: str, 
         _say([f"cleanup still not done after {CLEANUP_BOUND_S:.0f} s; exiting", *still_left(store, controller, since)])
         os._exit(EXIT_INTERRUPTED)
 
+    def stop_asked(_signum: int, _frame: object) -> None:
+        """`orch stop RUN` asks for one run of this sweep to stop (`run/runstop.py`)."""
+        loop.call_soon_threadsafe(runstop.asked, store, controller)
+
     before = {sig: signal.signal(sig, at_once) for sig in SIGNALS}
+    before[runstop.SIGNAL] = signal.signal(runstop.SIGNAL, stop_asked)
     try:
         return await task, None
     except asyncio.CancelledError:

@@ -1,5 +1,6 @@
-"""`orch stop RUN | --host H | --all`: stop the servers orch started, revert their patches, record
-why (`run/stopping.py`, through the library face's `stop_runs`)."""
+"""`orch stop RUN | --sweep RUN | --host H | --all`: stop the servers orch started, revert their
+patches, record why (`run/stopping.py`, through the library face's `stop_runs`; `--sweep` names the
+hosts its sweep runs on now)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Optional
 import typer
 
 import orchestrator
-from orchestrator.errors import EXIT_OK, OrchError
+from orchestrator.errors import EXIT_OK, OrchError, SpecError
 from . import ui
-from .app import _split, app, settings
+from .app import _split, _store, app, settings
 
 
 @app.command()
@@ -18,9 +19,19 @@ def stop(
     run_ref: Optional[str] = typer.Argument(None, metavar="RUN", help="Run id, uid or `last`."),
     host: Optional[str] = typer.Option(None, "--host", help="Every run and server of these hosts or tags."),
     every: bool = typer.Option(False, "--all", help="Every run and server of every host in the inventory."),
+    sweep: Optional[str] = typer.Option(None, "--sweep", metavar="RUN",
+                                        help="The whole sweep of this run (id, uid or `last`), not that run alone."),
 ) -> None:
-    """Stop servers orch started (found by their run mark), revert their patches, mark their runs interrupted."""
-    results = orchestrator.stop_runs(run_ref, hosts=None if host is None else _split(host), every=every,
+    """Stop a run alone (its sweep goes on), or a whole sweep, or every run of some hosts: servers
+    found by their run mark, patches reverted, the runs marked with why."""
+    hosts = None if host is None else _split(host)
+    if sweep is not None:  # every run of its `orch run`: the hosts it runs on now, as `--host` would
+        if run_ref is not None or hosts is not None or every:
+            raise SpecError("say one thing to stop: `orch stop RUN`, `--sweep RUN`, `--host H` or `--all`")
+        from orchestrator.run.stopping import sweep_hosts
+
+        hosts = sweep_hosts(_store(), sweep)
+    results = orchestrator.stop_runs(run_ref, hosts=hosts, every=every,
                                      inventory=settings.inventory, db=settings.db, report=ui.progress)
     code = EXIT_OK
     for name, result in results.items():

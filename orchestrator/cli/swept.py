@@ -49,9 +49,9 @@ def labels(shown: tuple[str, ...]) -> dict[str, str]:
 
 
 def described(plan: RunPlan, shown: tuple[str, ...]) -> str:
-    """`steps=3 topk=2 repeat=1`: the plan among the others (its variant where there is no param)."""
-    short = labels(shown)
-    said = " ".join(f"{short[name]}={value}" for name, value in values(plan, shown).items())
+    """`speculative_num_steps=3 repeat=1`: the plan among the others, its variant first where the
+    sweep has several."""
+    said = " ".join(f"{name}={value}" for name, value in values(plan, shown).items())
     return f"{plan.variant} {said}".strip() if plan.variant != "default" or not said else said
 
 

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server
-from . import collect, driftcheck, effective, multinode, preflight, serving, sharing, stages, tool, workload
+from . import collect, driftcheck, effective, multinode, preflight, runstop, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, shell, spec as specs
 from orchestrator import engines
 from orchestrator.engines.base import LogReport, Measures
-from orchestrator.errors import EXIT_INTERRUPTED, HostError, OrchError, ServerError, WorkloadError
+from orchestrator.errors import HostError, OrchError, ServerError, WorkloadError
 from orchestrator.core.inventory import Host
 from orchestrator.remote.group import uncancelled
 from orchestrator.remote.reconnecting import reconnections
@@ -36,7 +36,7 @@ from orchestrator.core.secrets import hide, mask_env, redact, secret_values
 from orchestrator.host.session import HostSession
 from orchestrator.core.spec import PatchDef, RunPlan, Spec
 from orchestrator.core.clock import new_uid, now
-from orchestrator.store.reading import FAILED, INTERRUPTED, SUCCEEDED
+from orchestrator.store.reading import FAILED, SUCCEEDED
 
 if TYPE_CHECKING:  # the ORM is imported where a run is written: a dry run does without it
     from orchestrator.store.database import PatchRow, Run, Store
@@ -409,7 +409,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             store.update_run(run, diagnosis=diagnosis.as_record())
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         # a signal to `orch run` cancels its runs (cli/interrupt.py); the cancel names the signal
-        status, error, exit_code = INTERRUPTED, _interrupted_because(exc), EXIT_INTERRUPTED
+        status, error, exit_code = runstop.cancelled(exc)  # one run stopped alone, or the sweep (`runstop.py`)
         raise
     finally:
         async def clean_up() -> None:
@@ -512,12 +512,6 @@ def _patched_files(store: Store, run: Run) -> list[str]:
 
 _LAUNCHING = (Stage.LAUNCH, Stage.WAIT_READY)
 LAUNCH_PID_WAIT_S = 5.0  # the launch command waits as long for the wrapper's pid file
-
-
-def _interrupted_because(exc: BaseException) -> str:
-    """The reason a cancelled run records: the signal `orch run` got, when the cancel names it."""
-    said = str(exc.args[0]) if exc.args and exc.args[0] else ""
-    return said or "interrupted by the user"
 
 
 async def _launched(session: HostSession, run_dir: str, port: int) -> server.Server | None:

@@ -1,7 +1,9 @@
-"""`orch stop RUN | --host H | --all`: stop the servers orch started, revert their patches, record why.
+"""`orch stop RUN | --sweep RUN | --host H | --all`: stop the servers orch started, revert their
+patches, record why.
 
-A run whose controller is a live `orch run` on this machine is stopped by that controller: it gets
-SIGTERM and does its own cleanup (cli/interrupt.py), which this waits for. Everything else (a
+A run whose controller is a live `orch run` on this machine is stopped by that controller: `orch
+stop RUN` asks it to stop that run alone, and the sweep goes on (`runstop.py`); the other forms
+send it SIGTERM, and it does its own cleanup (cli/interrupt.py), which this waits for. Everything else (a
 controller that died, servers left up) is cleaned up here under the host lock: the host
 lifecycle's recovery stops every server found by its run mark under the host's runs and reverts
 the journal; the runs it ends are marked `interrupted`, "stopped by orch stop"."""
@@ -21,6 +23,7 @@ from orchestrator.core.inventory import Host
 from orchestrator.engines.base import Say
 from orchestrator.errors import OrchError
 from orchestrator.host import lifecycle, server
+from . import runstop
 
 if TYPE_CHECKING:
     from orchestrator.store.database import Run, Store
@@ -37,6 +40,8 @@ async def stop_runs(store: Store, chosen: Sequence[Host], target: Run | None, sa
     names = {h.name for h in chosen}
     running = [r for r in store.runs(status=RUNNING) if r.host in names and (target is None or r.uid == target.uid)]
     for pid, runs in _live_controllers(running).items():
+        if target is not None:  # that run alone: its sweep goes on, holding the host (`runstop.py`)
+            return {target.host: await runstop.ask(store, pid, target, say, CLEANUP_BOUND_S + 15)}
         await _stop_controller(store, pid, runs, say)
     if target is not None and target.status != RUNNING and target.uid not in {r.uid for r in running}:
         say(target.host, f"run {target.uid} is {target.status}; stopping what it may have left")
@@ -46,6 +51,16 @@ async def stop_runs(store: Store, chosen: Sequence[Host], target: Run | None, sa
         return _record(store, held, target)
 
     return await lifecycle.on_hosts(chosen, one, say, lifecycle.Locking("stop", store))
+
+
+def sweep_hosts(store: Store, ref: str) -> list[str]:
+    """The hosts where the sweep of run `ref` (id, uid or `last`: its `orch run`) has runs going
+    now, or that run's own host when none: `orch stop --sweep` stops every run there."""
+    from orchestrator.store.database import RUNNING
+
+    run = store.get(ref)  # an unknown run: exit 2
+    going = [r.host for r in store.runs(status=RUNNING) if r.controller == run.controller]
+    return list(dict.fromkeys(going)) or [run.host]
 
 
 def _record(store: Store, held: lifecycle.Held, target: Run | None) -> list[str]:

@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import engines
 from orchestrator.core.inventory import Host
 from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.engines.base import Engine
-from orchestrator.errors import HostBusy, HostError, OrchError
+from orchestrator.errors import EXIT_RUN_FAILED, HostBusy, HostError, OrchError
 from orchestrator.host import lifecycle, occupancy
 from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.host.session import HostSession
 from orchestrator.remote import slurm
 from orchestrator.remote.group import uncancelled
-from orchestrator.store.reading import FAILED
-from . import gang, multinode, owncheck, serving
+from orchestrator.store.reading import FAILED, SUCCEEDED
+from . import gang, multinode, owncheck, runstop, serving
 from .attempt import Reporter
 from .execute import Outcome, controller, dry_run_nodes, dry_run_one, run_one
 from .queue import Entry, Queue, check_fits
@@ -177,7 +178,9 @@ async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, sto
             if dry_run:
                 outcomes.append((entry.order, await dry_run_one(spec, plan, session, reporter)))
                 return None
-            outcome = await run_one(spec, plan, session, store, reporter, kept, keep)
+            with runstop.STOPS.running(session.host.name, entry.plan.key):  # `orch stop RUN` finds it
+                outcome = await _stoppable(run_one(spec, plan, session, store, reporter, kept, keep), store,
+                                           entry.plan.variant, session.host.name)
             if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
                 for note in notes:
                     store.event(store.get(str(outcome.run_id)), "recovered", note)
@@ -211,6 +214,21 @@ async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, sto
     for task in tasks:
         task.result()  # a bug in one run is raised, not dropped
     return outcomes
+
+
+async def _stoppable(run: Coroutine[Any, Any, Outcome], store: Store, variant: str, host: str) -> Outcome:
+    """`run` (a `run_one`) to its end; a run `orch stop RUN` stopped alone ends there, its cancel
+    taken back, so the sweep goes on (`runstop.py`); the sweep's own cancel (a signal) goes on up."""
+    try:
+        return await run
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        run_id = runstop.STOPS.taken_back(task) if task is not None else None
+        if run_id is None:
+            raise
+    row = store.get(str(run_id))
+    return Outcome(row.id, row.uid, variant, host, row.status, store.record(row)["metrics"], tuple(row.flags or ()),
+                   row.error, exit_code=0 if row.status == SUCCEEDED else EXIT_RUN_FAILED)
 
 
 async def _slot_port(session: HostSession, slots: Slots, lease: Lease) -> Lease:
