@@ -34,8 +34,8 @@ and rehearsal stand-in, as strings; it imports an engine only when asked for one
 (which engines an experiment may name, their templates, codes and rehearsal releases).
 
 Four rules beside the table:
-(a) `core/` is pure: it imports no orch layer but the records, errors and the registry (no engine, not even the seam) and none of
-    asyncio, asyncssh, sqlmodel, sqlalchemy.
+(a) `core/` is pure: it imports no orch layer but the records, errors and the registry (no engine, not
+    even the seam) and none of asyncio, asyncssh, sqlmodel, sqlalchemy.
 (b) third-party seams: asyncssh only in remote/, sqlmodel and sqlalchemy only in store/, typer and
     rich only in cli/, plotly only in report/, torch, transformers, tokenizers and safetensors only in
     tinymodels/ (it runs under the real engine's venv, never in orch's own).

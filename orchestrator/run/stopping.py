@@ -32,7 +32,8 @@ WHY = "stopped by orch stop"
 CLEANUP_BOUND_S = server.STOP_GRACE_SECONDS + 30  # a controller's own cleanup: every server's grace, then the reverts
 
 
-async def stop_runs(store: Store, chosen: Sequence[Host], target: Run | None, say: Say) -> dict[str, list[str] | OrchError]:
+async def stop_runs(store: Store, chosen: Sequence[Host], target: Run | None,
+                    say: Say) -> dict[str, list[str] | OrchError]:
     """Stop `target` (or every run and server of the `chosen` hosts): live controllers by SIGTERM,
     the rest under each host's lock. Per host, a line for each run it interrupted, or its error."""
     from orchestrator.store.database import RUNNING
