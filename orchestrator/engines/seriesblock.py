@@ -93,6 +93,8 @@ def unpack(kind: str, first: int, data: bytes) -> SeriesBlock:
 
 
 def _text_bytes(values: Sequence[str | None]) -> bytes:
+    if None not in values:
+        return "\n".join(values).encode()  # type: ignore[arg-type]
     return "\n".join(NO_TEXT if v is None else v for v in values).encode()
 
 

@@ -99,6 +99,9 @@ def _ranks_text(text: bytes) -> str:
 
 
 def _times(inner: tuple[bytes, ...], outer: tuple[bytes, ...]) -> list[str | None]:
+    """Each row's time (`stats._times`); when every row has SGLang's own, decoded in one piece."""
+    if all(inner):
+        return b"\n".join(inner).decode().split("\n")
     return list(stats._times(inner, outer))
 
 
