@@ -213,26 +213,31 @@ async def revert_patches_async(hosts: _Sequence[str] = (), *, inventory: _Where 
 
 
 def stop_runs(run: str | None = None, *, hosts: _Sequence[str] | None = None, every: bool = False,
-              inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
+              sweep: str | None = None, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
               report: _Report | None = None) -> "dict[str, list[str] | OrchError]":
     """`orch stop RUN | --host H | --all`: stop the servers orch started (found by their run mark),
     revert their patches and mark their runs interrupted. Give one of `run` (id, uid or `last`),
-    `hosts` (names or tags; empty: every host) or `every`. A run whose controller is a live
-    `orch run` here gets SIGTERM and is waited for. Per host, a line for each run it interrupted,
-    or the host's error."""
+    `hosts` (names or tags; empty: every host), `every`, or `sweep` (a run: every run of its
+    `orch run`, on the hosts it runs on now). A run whose controller is a live `orch run` here is
+    stopped by it and waited for. Per host, a line for each run it interrupted, or the host's error."""
     import asyncio
 
-    return asyncio.run(stop_runs_async(run, hosts=hosts, every=every, inventory=inventory, db=db, report=report))
+    return asyncio.run(stop_runs_async(run, hosts=hosts, every=every, sweep=sweep, inventory=inventory, db=db,
+                                       report=report))
 
 
 async def stop_runs_async(run: str | None = None, *, hosts: _Sequence[str] | None = None, every: bool = False,
-                          inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
+                          sweep: str | None = None, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,
                           report: _Report | None = None) -> "dict[str, list[str] | OrchError]":
     """`stop_runs` on the caller's event loop."""
     from orchestrator.core import inventory as inventories
     from orchestrator.run import stopping
     from orchestrator.store.database import Store
 
+    if sweep is not None:  # every run of its `orch run`: the hosts it runs on now, as `hosts` would
+        if run is not None or hosts is not None or every:
+            raise SpecError("say one thing to stop: `orch stop RUN`, `--sweep RUN`, `--host H` or `--all`")
+        hosts = stopping.sweep_hosts(Store(db), sweep)
     if sum((run is not None, hosts is not None, every)) != 1:
         raise SpecError("say what to stop: `orch stop RUN`, `orch stop --host H` or `orch stop --all`")
     store = Store(db)

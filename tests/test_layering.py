@@ -104,7 +104,6 @@ CLI_NOT_YET_THROUGH_THE_FACE: dict[str, set[str]] = {
     "report.py": {"report"},
     "runs.py": {"core.clock", "core.render", "core.secrets", "core.spec", "engines", "host.session", "remote",
                 "run.execute", "run.plankey", "run.sweep", "store.database"},
-    "stop.py": {"run.stopping"},
     "swept.py": {"core.defaults", "core.spec"},
     "ui.py": {"core.diff", "run.attempt", "store.database"},
 }

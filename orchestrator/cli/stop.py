@@ -9,9 +9,9 @@ from typing import Optional
 import typer
 
 import orchestrator
-from orchestrator.errors import EXIT_OK, OrchError, SpecError
+from orchestrator.errors import EXIT_OK, OrchError
 from . import ui
-from .app import _split, _store, app, settings
+from .app import _split, app, settings
 
 
 @app.command()
@@ -24,14 +24,7 @@ def stop(
 ) -> None:
     """Stop a run alone (its sweep goes on), or a whole sweep, or every run of some hosts: servers
     found by their run mark, patches reverted, the runs marked with why."""
-    hosts = None if host is None else _split(host)
-    if sweep is not None:  # every run of its `orch run`: the hosts it runs on now, as `--host` would
-        if run_ref is not None or hosts is not None or every:
-            raise SpecError("say one thing to stop: `orch stop RUN`, `--sweep RUN`, `--host H` or `--all`")
-        from orchestrator.run.stopping import sweep_hosts
-
-        hosts = sweep_hosts(_store(), sweep)
-    results = orchestrator.stop_runs(run_ref, hosts=hosts, every=every,
+    results = orchestrator.stop_runs(run_ref, hosts=None if host is None else _split(host), every=every, sweep=sweep,
                                      inventory=settings.inventory, db=settings.db, report=ui.progress)
     code = EXIT_OK
     for name, result in results.items():
