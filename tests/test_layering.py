@@ -99,7 +99,7 @@ CLI_NOT_YET_THROUGH_THE_FACE: dict[str, set[str]] = {
     "inputs.py": {"core.defaults", "store.reading"},
     "interrupt.py": {"core.spec", "run.execute", "run.runstop", "run.stopping", "store.database", "store.reading"},
     "listing.py": {"core.compare", "store.metricjson", "store.queries", "store.reading"},
-    "live.py": {"engines", "run.attempt"},
+    "live.py": {"core.spec", "engines", "run.attempt"},
     "records.py": {"core.inventory", "host.server", "host.session", "store.reading"},
     "report.py": {"report"},
     "runs.py": {"core.clock", "core.render", "core.secrets", "core.spec", "engines", "host.session", "remote",

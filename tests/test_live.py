@@ -84,9 +84,10 @@ def test_a_dry_run_counts_its_repeated_warnings_too(project, sweep):
     assert any(line.startswith("warning (x4): ") for line in done.stdout.splitlines()), done.stdout
 
 
-def _screen(project: Path, *args: str, timeout: float = 120, ctrl_c_at: str | None = None) -> tuple[int, str]:
-    """`orch ...` on a pseudo-terminal of 160 columns: its exit code and every byte it wrote; with
-    `ctrl_c_at`, Ctrl-C typed on the terminal once the screen shows that text."""
+def _screen(project: Path, *args: str, timeout: float = 120, ctrl_c_at: str | None = None,
+            columns: int = 160) -> tuple[int, str]:
+    """`orch ...` on a pseudo-terminal of `columns` columns: its exit code and every byte it wrote;
+    with `ctrl_c_at`, Ctrl-C typed on the terminal once the screen shows that text."""
     import fcntl
     import termios
 
@@ -97,7 +98,7 @@ def _screen(project: Path, *args: str, timeout: float = 120, ctrl_c_at: str | No
     if pid == 0:  # the child: orch on the terminal
         os.chdir(project)
         os.execve(sys.executable, [*ORCH, *args], env)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     out = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -119,11 +120,26 @@ def _screen(project: Path, *args: str, timeout: float = 120, ctrl_c_at: str | No
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
 
 
-def test_live_table_on_a_terminal_shows_each_run_with_its_phase(project, sweep):
+def _table_lines(text: str) -> list[str]:
+    """Every line the live table drew (each drawing from its title to the line before the next
+    timestamped log line, warning or summary)."""
+    found = []
+    for drawing in text.split("runs in progress")[1:]:
+        for row in drawing.splitlines()[1:]:
+            # a line printed above the table starts where the table's cursor was left
+            drawn = re.split(r"\d\d:\d\d:\d\d |warning|runs\b", row)[0]
+            if drawn:
+                found.append(drawn)
+            if drawn != row:
+                break
+    return found
+
+
+def test_live_table_on_a_terminal_of_80_columns_shows_each_run_with_its_phase(project, sweep):
     sweep.write_text(SPEC.replace("requests: 4,", "requests: 40,"))  # a workload long enough to show its progress
-    code, screen = _screen(project, "run", str(sweep), "--variant", "narrow", "--set", f"port={free_port()}")
+    code, screen = _screen(project, "run", str(sweep), "--variant", "narrow", "--set", f"port={free_port()}", columns=80)
     assert code == 0, screen
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)  # colours and cursor moves out
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).replace("\r", "")  # colours and cursor moves out
     assert "runs in progress" in text
     for phase in ("check flags", "launch", "wait ready", "revert patches", "succeeded"):
         assert phase in text, phase
@@ -132,13 +148,61 @@ def test_live_table_on_a_terminal_shows_each_run_with_its_phase(project, sweep):
     assert not re.search(r"\d\d:\d\d:\d\d narrow@new #\d+ ready after", text)
     flat = re.sub(r"\s+", " ", text)  # a long line wraps at the terminal's width
     assert flat.count(DEPRECATED) == 2 and "warning (x2): " in text  # the first, then the count
+    # each cursor move ends a line: what is printed above the table starts after one
+    drawn = _table_lines(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", re.sub(r"\x1b\[(\d*A|2K)", "\n", screen)))
+    assert drawn and max(len(row.rstrip()) for row in drawn) <= 80, "\n".join(r for r in drawn if len(r.rstrip()) > 80)
+    # the swept param is a column (its last word); one variant, one host: no column for either
+    header = next(row for row in drawn if row.startswith("run "))
+    assert header.split()[:2] == ["run", "steps"] and "variant" not in header and "host" not in header, header
+    # while the workload runs, its accept length and tok/s so far, on the row of its steps
+    assert re.search(r"^\d+\s+[23]\s+(\d\s+)?workload \d+ s\s+[\d.]+\s+[\d.]+", "\n".join(drawn), re.M), drawn
     last = text[text.rindex("runs in progress"):text.rindex("warning (x2)")]  # its final state
-    rows = re.findall(r"│ (\d+)\s+│ narrow\s+│ new\s+│ [^│]+│ succeeded\s+│ [\d.]+ s\s+│ ([\d.]+)\s+│ ([\d.]+)", last)
-    assert sorted(r[0] for r in rows) == ["1", "2"], last  # one row per run, with its accept length and tok/s
-    # while the workload runs, its accept length and tok/s so far
-    assert re.search(r"│ workload\s+│ [\d.]+ s\s+│ [\d.]+\s+│ [\d.]+", text), text
+    assert "2 finished: 2 succeeded" in last, last  # the finished runs fold into a count
     summary = text[text.rindex("\nruns"):]
-    assert "speculative_num_steps" in summary and summary.count(" succeeded ") == 2, summary
+    assert " steps " in summary and summary.count(" succeeded ") == 2, summary  # a terminal's short label
+
+
+def test_the_live_table_of_a_tuning_sweep_fits_80_columns_and_folds_what_finished():
+    """12 plans (steps x topk x 3 repeats) over three hosts: the swept params as columns, the nine
+    finished runs one line, no line wider than 80."""
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.cli.live import Board
+    from orchestrator.core.spec import RunPlan
+    from orchestrator.run.attempt import Stage
+
+    def plan(steps: int, topk: int, repeat: int) -> RunPlan:
+        point = {"speculative_num_steps": steps, "speculative_eagle_topk": topk}
+        return RunPlan("tune", "default", {**point, "port": 30000, "tp_size": 8}, {}, (), {}, repeat,
+                       ("h1", "h2", "h3"), point=point)
+
+    plans = [plan(steps, topk, repeat) for steps in (3, 5) for topk in (1, 4) for repeat in (0, 1, 2)][:12]
+    board = Board(Console(file=io.StringIO(), force_terminal=True, width=80), lambda *line: None,
+                  lambda label: lambda kind, amount: None)
+    board.expect(plans)
+    for i, each in enumerate(plans):
+        label = f"default@sglang-h{i % 3 + 1} #{i + 1}"
+        board.known(label, {"run": i + 1, "gpus": "0-7", "engine": "sglang", "plan": each.key})
+        board.stage(label, Stage.WORKLOAD)
+        board.message(label, "ready after 12.3 s; sending 400 requests of sharegpt_v3_unfiltered_cleaned_split.json")
+        board.known(label, {"accept_len": 2.61, "output_tok_s": 1234.5})
+        if i < 9:
+            board.known(label, {"status": "failed" if i == 4 else "succeeded"})
+    board.stop()
+    screen = Console(file=io.StringIO(), width=80)
+    screen.print(board.table())
+    lines = screen.file.getvalue().splitlines()
+    assert max(len(row) for row in lines) <= 80, "\n".join(lines)
+    header = next(row for row in lines if row.startswith("run "))
+    assert header.split()[:5] == ["run", "steps", "topk", "repeat", "host"], header
+    assert "default" not in "\n".join(lines) and "GPUs" not in header  # the same on every row: no column
+    rows = [row.split()[:5] for row in lines if re.match(r"\d+\s+\d+\s", row)]
+    assert rows == [["10", "5", "4", "0", "sglang-h1"], ["11", "5", "4", "1", "sglang-h2"],
+                    ["12", "5", "4", "2", "sglang-h3"]], lines
+    assert "9 finished: 8 succeeded, 1 failed" in lines, lines
+    assert any("ready after" in row for row in lines)  # the note keeps what room is left
 
 
 @pytest.mark.slow
@@ -150,7 +214,7 @@ def test_ctrl_c_on_the_terminal_leaves_the_table_then_the_cleanup_and_the_summar
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     assert "SIGINT: stopping every host's server" in text
     summary = text[text.rindex("\nruns"):]
-    assert " interrupted " in summary and "speculative_num_steps" in summary, summary
+    assert " interrupted " in summary and " steps " in summary, summary  # the swept param, by its short label
     assert screen.rindex("\x1b[?25h") > screen.rindex("\x1b[?25l")  # the cursor is given back
 
 

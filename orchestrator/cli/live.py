@@ -16,15 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich import box
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator import engines
 from orchestrator.records import MetricInfo
+from . import swept
 from .text import fmt, line
 
 if TYPE_CHECKING:
+    from orchestrator.core.spec import RunPlan
     from orchestrator.run.attempt import Stage
 
 WARNING = "warning: "  # how a warning reaches a message hook (the engines' flag checks write it so)
@@ -67,6 +72,7 @@ class Row:
     engine: str | None = None  # whose metrics the row shows
     measures: dict[str, Any] = field(default_factory=dict)  # by metric name, once measured
     note: str = ""
+    values: dict[str, Any] = field(default_factory=dict)  # its plan's value of each swept param (`swept.py`)
 
     @property
     def host(self) -> str:
@@ -79,7 +85,7 @@ class Row:
 
 STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow"}
 THROUGHPUT = MetricInfo("output_tok_s", "tok/s", 1)  # orch's own measure, whatever the engine
-FACTS = ("run", "gpus", "engine", "status")  # what `known` says besides measures
+FACTS = ("run", "gpus", "engine", "status", "plan")  # what `known` says besides measures
 
 
 class Board:
@@ -95,7 +101,16 @@ class Board:
         self._current: dict[str, Row] = {}  # label -> the row of the run that label names now
         self._live: Live | None = None
         self.warnings = Warnings()
+        self._shown: tuple[str, ...] = ()  # the swept params, as columns
+        self._plans: dict[str, RunPlan] = {}  # by plan key
+        self._variants = False  # several variants: a variant column
         atexit.register(self.stop)  # an exit that skips the summary still leaves the terminal clean
+
+    def expect(self, plans: list[RunPlan]) -> None:
+        """The sweep's plans: the params that tell them apart become columns (`swept.py`)."""
+        self._shown = swept.names(plans)
+        self._plans = {plan.key: plan for plan in plans}
+        self._variants = len({plan.variant for plan in plans}) > 1
 
     # -- the Reporter hooks --------------------------------------------------------------------
 
@@ -138,6 +153,8 @@ class Board:
         row = self._start(label) if "run" in values else self._current.get(label) or self._start(label)
         if "run" in values:
             row.run_id = values["run"]
+        if values.get("plan") in self._plans:
+            row.values = swept.values(self._plans[values["plan"]], self._shown)
         if values.get("gpus") is not None:
             row.gpus = str(values["gpus"])
         row.engine = values.get("engine", row.engine)
@@ -161,18 +178,39 @@ class Board:
         if self._live is not None:
             self._live.refresh()
 
-    def table(self) -> Table:
-        metrics = self._metrics()
-        table = Table(title="runs in progress", title_justify="left")
-        for column in ("run", "variant", "host", "GPUs", "phase", "elapsed", *(m.label for m in metrics), "last"):
-            table.add_column(column)
+    def table(self) -> Group:
+        """The runs going on, a row each; the finished ones folded into a count below them. It
+        fits the terminal: columns that say the same on every row are left out, and the last
+        line's note is cut to the room left."""
+        going = [r for r in self.rows if r.phase not in STATUS_STYLE]
+        columns = self._columns(self._metrics())
+        width = self._console.width
+        room = width - _measured(self._console, _table(columns, going, None)) - 1  # the space before the note
+        parts: list[RenderableType] = [_table(columns, going, max(room, 8))]
+        finished = [r.phase for r in self.rows if r.phase in STATUS_STYLE]
+        if finished:
+            counts = ", ".join(f"[{STATUS_STYLE[s]}]{finished.count(s)} {s}[/]" for s in STATUS_STYLE if s in finished)
+            folded = Text.from_markup(f"{len(finished)} finished: {counts}", overflow="ellipsis")
+            folded.no_wrap = True
+            parts.append(folded)
+        return Group(*parts)
+
+    def _columns(self, metrics: list[MetricInfo]) -> list[Column]:
+        """(header, cell of a row) of each column worth its room: a variant and a host column only
+        where they differ between runs, one per swept param (`swept.labels`)."""
         now = time.monotonic()
-        for r in self.rows:
-            phase = f"[{STATUS_STYLE[r.phase]}]{r.phase}[/]" if r.phase in STATUS_STYLE else r.phase
-            table.add_row(fmt(r.run_id), line(r.variant), line(r.host), line(r.gpus), phase,
-                          f"{(r.ended or now) - r.started:.1f} s", *(fmt(r.measures.get(m.name)) for m in metrics),
-                          line(r.note[:60]))
-        return table
+        columns: list[Column] = [("run", lambda r: fmt(r.run_id))]
+        if self._variants:
+            columns.append(("variant", lambda r: line(r.variant)))
+        for name, label in swept.labels(self._shown).items():
+            columns.append((label, _value_of(name)))
+        if len({r.host for r in self.rows}) > 1:
+            columns.append(("host", lambda r: line(r.host)))
+        if len({r.gpus for r in self.rows}) > 1:
+            columns.append(("GPUs", lambda r: line(r.gpus)))
+        columns.append(("phase", lambda r: f"{r.phase} {(r.ended or now) - r.started:.0f} s"))
+        columns.extend((m.label, _measure_of(m.name)) for m in metrics)
+        return columns
 
     def _metrics(self) -> list[MetricInfo]:
         """The metrics the rows' engines declare (as the summary shows them), then tokens/s."""
@@ -190,3 +228,33 @@ class Board:
         """The table stopped; the warnings' counts."""
         self.stop()
         return tally_lines(self.warnings)
+
+
+Column = tuple[str, Callable[[Row], str]]  # a live table column: its header, and a row's cell
+
+
+def _value_of(name: str) -> Callable[[Row], str]:
+    return lambda row: line(fmt(row.values.get(name)))
+
+
+def _measure_of(name: str) -> Callable[[Row], str]:
+    return lambda row: fmt(row.measures.get(name))
+
+
+def _table(columns: list[Column], rows: list[Row], note_width: int | None) -> Table:
+    """The table of `rows`, with the note column `last` cut to `note_width` (None: without it)."""
+    # one space between columns (no edge, no padding): the room of 80 columns goes to the cells
+    table = Table(title="runs in progress", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    for header, _ in columns:
+        table.add_column(header, no_wrap=True, overflow="ellipsis")
+    if note_width is not None:
+        table.add_column("last", no_wrap=True, overflow="ellipsis", max_width=note_width)
+    for r in rows:
+        cells = [cell(r) for _, cell in columns]
+        table.add_row(*cells, *([line(r.note)] if note_width is not None else []))
+    return table
+
+
+def _measured(console: Console, table: Table) -> int:
+    """How wide `table` is drawn on `console` at most."""
+    return Measurement.get(console, console.options, table).maximum

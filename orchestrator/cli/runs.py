@@ -60,6 +60,7 @@ def run(
     from . import interrupt
 
     controller, since = execute.controller(), now()  # the runs this command makes, found again after a signal
+    ui.reporter.expect(plans)  # the live table's columns: the params that tell the plans apart
     done, why = interrupt.run(sweep.run_all(spec, plans, chosen, store, ui.reporter, dry_run=dry_run),
                               store, controller, since)
     if why is not None:  # every host cleaned up: what each did, the runs, exit 130

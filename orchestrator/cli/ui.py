@@ -30,8 +30,8 @@ def progress(label: str, message: str) -> None:
     stamp = time.strftime("%H:%M:%S")
     first, *rest = message.rstrip("\n").split("\n")  # on newlines only: a CR is shown, not a line break
     console.print(f"[dim]{stamp}[/] [bold]{line(label)}[/] {block(first)}")
-    for more in rest:
-        console.print(f"         {block(more)}", soft_wrap=True)
+    for more in rest:  # on a terminal wrapped at its width, as the live table is; elsewhere whole
+        console.print(f"         {block(more)}", soft_wrap=not console.is_terminal)
 
 
 def error(message: str, evidence: tuple[str, ...] = ()) -> None:
@@ -60,8 +60,9 @@ def summary(outcomes: list[Any], metrics: tuple[MetricInfo, ...], params: Params
     if not outcomes:
         return
     names, values = params or ((), {})
+    headers = swept.labels(names) if console.is_terminal else {name: name for name in names}  # a terminal's room
     table = Table(title="runs", title_justify="left")
-    for column in ("run", "variant", *names, "host", "status", *(m.label for m in metrics), "flags / error"):
+    for column in ("run", "variant", *headers.values(), "host", "status", *(m.label for m in metrics), "flags / error"):
         table.add_column(column)
     for o in outcomes:
         note = ", ".join(o.flags) if o.flags else ""
@@ -328,6 +329,9 @@ class Plain:
 
     def __init__(self) -> None:
         self.warnings = live.Warnings()
+
+    def expect(self, plans: list[Any]) -> None:
+        return None  # each run's lines name it; the summary has a column per swept param
 
     def message(self, label: str, text: str) -> None:
         if text.startswith(live.WARNING):

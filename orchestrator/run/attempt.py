@@ -60,8 +60,9 @@ class Reporter(Protocol):
         """A run entered `stage`."""
 
     def known(self, label: str, values: dict[str, Any]) -> None:
-        """What is now known of a run: `run` (its id, when it starts), `gpus` and `engine`; the
-        measures so far (by metric name: `accept_len`, `output_tok_s`...); `status` when it ends."""
+        """What is now known of a run: `run` (its id, when it starts), `gpus`, `engine` and `plan`
+        (its key); the measures so far (by metric name: `accept_len`, `output_tok_s`...); `status`
+        when it ends."""
 
 
 class Lines:

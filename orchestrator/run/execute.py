@@ -370,7 +370,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     reuse = kept.take() if kept is not None else None
     attempt = _attempt(spec, plan, session, store, reporter, reuse, nodes)
     host, engine, run, context = session.host, attempt.engine, attempt.run, attempt.context
-    attempt.known(run=run.id, gpus=attempt.gpus, engine=spec.engine)  # the live table's row for this run
+    attempt.known(run=run.id, gpus=attempt.gpus, engine=spec.engine, plan=plan.key)  # its live table row
     attempt.say(f"run {run.id} ({run.uid}) started")
     status, error, evidence, exit_code = FAILED, None, (), 1
     metrics: dict[str, Any] = {}
