@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -47,6 +48,13 @@ def project(tmp_path: Path) -> Path:
         "    rehearsal: true\n"
     )
     return tmp_path
+
+
+@pytest.fixture
+def demo(project: Path) -> Path:
+    """The project with the demo experiment (experiments/eagle_debug.yaml) copied in; its path."""
+    shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", project / "experiments" / "eagle_debug.yaml")
+    return project / "experiments" / "eagle_debug.yaml"
 
 
 @pytest.fixture(scope="session", autouse=True)

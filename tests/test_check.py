@@ -15,7 +15,8 @@ import pytest
 
 from conftest import ROOT, free_port
 from orchestrator.engines import safetensors
-from test_run import orch as orch_in, snapshot
+from support.cli import orch
+from support.files import snapshot
 
 CKPT = "{{ host.rehearsal }}/checkpoints"
 LLAMA = ("--set", f"model_path={CKPT}/llama-target")
@@ -27,10 +28,6 @@ def demo(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     monkeypatch.setenv("ORCH_CACHE", str(tmp_path / "cache"))  # transforms and manifests stay in the test
     shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", project / "experiments" / "eagle_debug.yaml")
     return project / "experiments" / "eagle_debug.yaml"
-
-
-def orch(project: Path, *args: str) -> subprocess.CompletedProcess:
-    return orch_in(project, *args)
 
 
 def check_json(project: Path, spec: Path, *args: str) -> tuple[int, dict[str, dict[str, dict]]]:

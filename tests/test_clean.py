@@ -9,7 +9,7 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from test_run import demo, orch  # noqa: F401  (demo is a fixture)
+from support.cli import orch
 
 from orchestrator.host import cleanup, server
 from orchestrator.store.database import FAILED, RUNNING, SUCCEEDED, Run, Store

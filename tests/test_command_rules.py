@@ -16,7 +16,8 @@ from conftest import ROOT, free_port
 from orchestrator.engines import command
 from orchestrator.engines.sglang import flags as sglang_flags
 from orchestrator.engines.vllm import flags as vllm_flags
-from test_run import orch, snapshot
+from support.cli import orch
+from support.files import snapshot
 
 RELEASES = ("0.4.10", "0.5.9", "0.5.23")
 SIM = ROOT / "orchestrator" / "engines" / "sglang" / "sim"

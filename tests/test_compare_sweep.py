@@ -10,7 +10,7 @@ import json
 import pytest
 
 from conftest import ROOT, free_port
-from test_run import orch
+from support.cli import orch
 
 
 @pytest.mark.slow

@@ -96,7 +96,7 @@ def test_a_matrix_drawing_more_prompts_than_the_dataset_holds_is_refused_when_pl
 
 @pytest.mark.slow  # a whole orch process (~2 s idle, more on a busy machine); the loads above are the quick cases
 def test_orch_run_with_a_bad_dataset_line_stops_before_any_host(project):
-    from test_run import orch
+    from support.cli import orch
 
     (project / "experiments" / "q.jsonl").write_text('{"turns": ["a", "b"]}\n{"turns": [1]}\n')
     done = orch(project, "run", str(experiment(project, "", "dataset: q.jsonl, format: mt-bench")))

@@ -14,7 +14,7 @@ import pytest
 
 import realvllm
 from conftest import ROOT
-from test_run import orch
+from support.cli import orch
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(2400)]
 FAULTS = ("absolute-d2t", "fc-mismatch", "two-layer-target", "layers0")

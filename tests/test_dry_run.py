@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from test_check import broken_drafts, with_checkpoint
-from test_run import orch, snapshot
+from support.cli import orch
+from support.files import snapshot
 
 CKPT = "{{ host.rehearsal }}/checkpoints"
 BROKEN_DRAFT = ("--set", f"draft_model_path={CKPT}/eagle3-draft-layers0")

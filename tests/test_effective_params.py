@@ -19,7 +19,7 @@ from orchestrator.engines.sglang.engine import SglangEngine
 from orchestrator.engines.vllm.engine import VllmEngine
 from orchestrator.store import schema
 from orchestrator.store.database import Run, Store, _driver_url
-from test_run import orch
+from support.cli import orch
 
 ADJUSTED_LINE = "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
 

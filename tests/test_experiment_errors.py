@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from test_run import orch, snapshot
+from support.cli import orch
+from support.files import snapshot
 
 ANCHOR = 'find: "hidden_states = forward_batch.spec_info.hidden_states"'
 SWEEP = "matrix:\n  speculative_num_steps: [2, 3, 4, 5]\n"  # 4 plans of the fixed variant

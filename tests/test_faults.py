@@ -20,7 +20,7 @@ import pytest
 import sshd
 from conftest import ROOT
 from orchestrator.engines.sglang import rehearsal as sim
-from test_run import snapshot
+from support.files import snapshot
 from test_ssh_run import orch, read_until, record, server_gone, start_orch
 
 pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")

@@ -17,7 +17,8 @@ from orchestrator.host import occupancy, server
 from orchestrator.errors import HostError, ServerError
 from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
-from test_run import demo, orch, snapshot  # noqa: F401  (demo: fixture)
+from support.cli import orch
+from support.files import snapshot
 
 # GPU 0 and the process row are what nvidia-smi printed on a real one-GPU H200 host while a torch
 # process held 20 GiB there; GPUs 1-3 are the same row made idle, for the index rules.

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, free_port
-from test_run import orch, shipped, snapshot, sglang_tree
+from support.cli import orch
+from support.files import sglang_tree, shipped, snapshot
 from test_slots import runs, window
 
 from orchestrator.core.inventory import Host

@@ -17,7 +17,7 @@ from orchestrator.core.inventory import Host
 from orchestrator.remote import connect
 from orchestrator.core.spec import PatchDef
 from test_real_sglang import ANCHOR, tree_hashes
-from test_run import orch
+from support.cli import orch
 from wheels import package_dir
 
 VERSIONS = ["0.5.9", "0.5.23"]

@@ -10,7 +10,8 @@ import pytest
 
 import sshd
 from conftest import ROOT, free_port
-from test_run import orch, shipped, snapshot
+from support.cli import orch
+from support.files import shipped, snapshot
 from test_ssh_run import start_orch
 
 

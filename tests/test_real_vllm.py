@@ -17,7 +17,7 @@ import pytest
 
 import realvllm
 from conftest import ROOT, free_port
-from test_run import orch
+from support.cli import orch
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(2400)]
 LOADER = "vllm/model_executor/models/llama_eagle3.py"

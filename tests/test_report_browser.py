@@ -217,7 +217,7 @@ def test_a_tuning_report_speaks_in_params_and_fits_1400_pixels(tmp_path):
 def test_the_report_of_a_rehearsal_sweep(project):
     """A real rehearsal sweep (3 steps x 2 topk, 2 repeats, the 2 variants: 24 runs) recorded, reported, opened."""
     from conftest import ROOT, free_port
-    from test_run import orch
+    from support.cli import orch
 
     text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("requests: 16", "requests: 4")
     path = project / "experiments" / "sweep.yaml"

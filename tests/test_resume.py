@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from conftest import ROOT, free_port
-from test_run import ORCH, demo, orch  # noqa: F401  (demo: fixture)
+from support.cli import ORCH, orch
 
 AUX_DOC = '"""Set the layers to capture for EAGLE3 speculative decoding."""'  # in kimi-aux-capture: `fixed` only
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from test_run import orch, shipped, snapshot, sglang_tree
+from support.cli import orch
+from support.files import sglang_tree, shipped, snapshot
 from test_slots import runs
 
 from orchestrator.core import spec as specs

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from test_run import orch, snapshot
+from support.cli import orch
+from support.files import snapshot
 
 CKPT = "{{ host.rehearsal }}/checkpoints"
 RELEASES = [("sglang", "0.4.10"), ("sglang", "0.5.9"), ("sglang", "0.5.23"), ("vllm", "0.10.1.1"), ("vllm", "0.33.0")]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,38 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from orchestrator.engines.sglang import rehearsal as sim
-
-ORCH = [sys.executable, "-m", "orchestrator.cli"]
-
-
-def orch(project: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
-           "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([*ORCH, *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every file under `folder` (bytecode caches aside) with its hash."""
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
-    }
-
-
-@pytest.fixture
-def demo(project: Path) -> Path:
-    shutil.copy(ROOT / "experiments" / "eagle_debug.yaml", project / "experiments" / "eagle_debug.yaml")
-    return project / "experiments" / "eagle_debug.yaml"
-
-
-def sglang_tree(project: Path) -> Path:
-    return project / "host" / "rehearsal" / "sglang"
-
-
-def shipped(tmp_path: Path) -> dict[str, str]:
-    """The rehearsal tree of the host's release (the default one) as orch assembles it."""
-    return snapshot(sim.assemble(sim.DEFAULT_RELEASE, tmp_path / "shipped"))
+from support.cli import ORCH, orch
+from support.files import sglang_tree, shipped, snapshot
 
 
 def test_demo_experiment_reproduces_the_story(project, demo, tmp_path):

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import free_port
 from orchestrator.core import secrets
-from test_run import demo, orch  # noqa: F401  (demo: fixture)
+from support.cli import orch
 
 TOKEN = "hf_s3cr3t_token_value_42"
 KEY = "sk-unlisted-name-secret-99"

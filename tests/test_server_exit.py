@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, free_port
-from test_run import orch
+from support.cli import orch
 
 from orchestrator import engines
 from orchestrator.host import server

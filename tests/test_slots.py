@@ -9,7 +9,8 @@ import socket
 from pathlib import Path
 
 from conftest import ROOT, free_port
-from test_run import orch, shipped, snapshot, sglang_tree
+from support.cli import orch
+from support.files import sglang_tree, shipped, snapshot
 
 
 def experiment(project: Path, *, repeats: int = 1) -> Path:

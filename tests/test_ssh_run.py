@@ -15,7 +15,7 @@ import pytest
 
 import sshd
 from conftest import ROOT, free_port, group_alive
-from test_run import shipped, snapshot
+from support.files import shipped, snapshot
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
 

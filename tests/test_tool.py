@@ -16,7 +16,8 @@ from orchestrator.core import plancheck, spec as specs
 from orchestrator.engines.base import HEADLINE
 from orchestrator.engines.sglang import flags, tools
 from orchestrator.errors import SpecError
-from test_run import orch, snapshot
+from support.cli import orch
+from support.files import snapshot
 from wheels import package_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tool"

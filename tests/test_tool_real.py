@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from test_run import orch
+from support.cli import orch
 from test_tool import EXPERIMENT
 from wheels import package_dir
 

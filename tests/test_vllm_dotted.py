@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, free_port
 from orchestrator.engines.vllm import flags, jsonargs
 from orchestrator.engines.vllm.preflight_run import speculative_config
-from test_run import orch
+from support.cli import orch
 
 # word lists the real parser and orch must read alike (the value vLLM's argparse keeps for the flag)
 CASES = [

@@ -62,7 +62,7 @@ def test_an_auto_fit_max_model_len_is_recorded_as_it_ran_on_the_0_33_0_rehearsal
     import json
 
     from conftest import ROOT, free_port
-    from test_run import orch
+    from support.cli import orch
 
     import shutil
 
@@ -88,7 +88,7 @@ def test_chunked_prefill_asked_off_is_recorded_as_each_release_ran_it(project, r
     import shutil
 
     from conftest import ROOT, free_port
-    from test_run import orch
+    from support.cli import orch
 
     shutil.copy(ROOT / "templates" / "vllm_launch.sh.j2", project / "templates" / "vllm_launch.sh.j2")
     inventory = project / "inventory.yaml"

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, free_port
 from orchestrator.engines.vllm import inferred, rehearsal, source
-from test_run import orch
+from support.cli import orch
 from vllm_wheels import source_tree
 
 DRAFT = "/ck/eagle3-draft"

@@ -13,7 +13,8 @@ import pytest
 import sshd
 from conftest import ROOT, free_port
 from orchestrator.engines.vllm import rehearsal
-from test_run import orch, snapshot
+from support.cli import orch
+from support.files import snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm"
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import free_port
 from test_reuse import experiment
-from test_run import orch
+from support.cli import orch
 
 from orchestrator.errors import WorkloadError
 from orchestrator.remote.streams import Timing
