@@ -12,7 +12,7 @@ import sys
 import typer
 
 from .app import app as app, hosts_app as hosts_app  # first: the app the commands register on
-from . import ui, waiting
+from . import completing, ui, waiting
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, OrchError
 
 
@@ -31,8 +31,10 @@ def main() -> None:
             ui.error(f"argument {os.fsencode(arg)!r} is not UTF-8 text; give it in UTF-8")
             sys.exit(EXIT_BAD_INPUT)
     sys.argv[1:] = waiting.with_values(sys.argv[1:])  # `--wait` alone: its default value
+    completing.prepare()  # the completion script calling back: its shells' classes registered
     try:
-        code = app(standalone_mode=False)  # returns the code of a typer.Exit instead of raising it
+        # returns the code of a typer.Exit instead of raising it; `python -m orchestrator.cli` completes as `orch`
+        code = app(standalone_mode=False, complete_var=completing.COMPLETE_VAR)
     except OrchError as exc:
         ui.error(str(exc), exc.evidence)
         sys.exit(exc.exit_code)
@@ -56,3 +58,4 @@ def main() -> None:
 from . import runs as _runs, records as _records, hosts as _hosts, inputs as _inputs, stop as _stop, compare as _compare  # noqa: F401, I001
 from . import report as _report  # noqa: F401, E402, I001
 from . import doctor as _doctor  # noqa: F401, E402, I001
+from . import shell as _shell  # noqa: F401, E402, I001

@@ -69,9 +69,17 @@ settings = Settings()
 def main_options(
     db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: $ORCH_DB or sqlite:///orch.db)."),
     inventory: Optional[Path] = typer.Option(None, "--inventory", help="Inventory file (default: $ORCH_INVENTORY or ./inventory.yaml)."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=lambda value: _version(value),
+                                 help="Print orch's version and exit."),
 ) -> None:
     settings.db = db or os.environ.get("ORCH_DB") or "sqlite:///orch.db"
     settings.inventory = inventory or Path(os.environ.get("ORCH_INVENTORY") or "inventory.yaml")
+
+
+def _version(value: bool) -> None:
+    from .completing import print_version
+
+    print_version(value)
 
 
 def _store() -> Store:

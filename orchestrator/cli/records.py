@@ -8,7 +8,7 @@ import typer
 
 import orchestrator
 from orchestrator.core import inventory as inventories
-from . import ui
+from . import completing, ui
 from orchestrator.errors import SpecError
 from .app import _reader, app, dumps, settings
 from .compare import WHERE_HELP, emit, parse_where
@@ -18,7 +18,8 @@ RUN_HELP = "A run: its id (12), a unique prefix of its uid, `last` or `last~N`."
 
 @app.command("ls")
 def list_runs(
-    experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Only runs of this experiment."),
+    experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Only runs of this experiment.",
+                                             autocompletion=completing.experiments),
     status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status: running, succeeded, "
                                          "failed or interrupted."),
     host: Optional[str] = typer.Option(None, "--host", help="Only runs on this host."),
@@ -52,7 +53,7 @@ def list_runs(
 
 
 @app.command()
-def show(run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+def show(run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP, autocompletion=completing.runs),
          as_json: bool = typer.Option(False, "--json", help="The whole record as JSON."),
          requests: bool = typer.Option(False, "--requests", help="The workload's requests, one row each.")) -> None:
     """Everything recorded about one run (id, uid prefix, `last` or `last~N`)."""
@@ -70,8 +71,9 @@ def show(run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
 
 @app.command()
 def diff(
-    run_a: str = typer.Argument("last~1", metavar="RUN_A", help="The first run, or an experiment's name with --vs."),
-    run_b: str = typer.Argument("last", metavar="RUN_B", help="The second run."),
+    run_a: str = typer.Argument("last~1", metavar="RUN_A", help="The first run, or an experiment's name with --vs.",
+                                autocompletion=completing.runs),
+    run_b: str = typer.Argument("last", metavar="RUN_B", help="The second run.", autocompletion=completing.runs),
     everything: bool = typer.Option(False, "--all", help="Also show params and debug fields that are equal."),
     as_json: bool = typer.Option(False, "--json", help="params, env, metrics (a, b, delta), patches, debug lines "
                                  "and command, as JSON."),
@@ -127,7 +129,7 @@ SERIES_KINDS = ("decode", "prefill", "requests")
 
 @app.command()
 def series(
-    run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+    run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP, autocompletion=completing.runs),
     kind: str = typer.Option("decode", "--kind", help="decode or prefill: which log lines' series; requests: the "
                                                       "workload's requests over the run."),
     as_csv: bool = typer.Option(False, "--csv", help="Comma-separated values, for a spreadsheet or a plot."),
@@ -155,7 +157,7 @@ def series(
 
 @app.command()
 def logs(
-    run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+    run_ref: str = typer.Argument(..., metavar="RUN", help=RUN_HELP, autocompletion=completing.runs),
     follow: bool = typer.Option(False, "--follow", "-f", help="Follow the live log of a running run."),
     debug: bool = typer.Option(False, "--debug", help="Only the debug lines."),
     node: int = typer.Option(0, "--node", help="A run over several hosts: the log of this node rank (0: rank 0's)."),
