@@ -142,6 +142,11 @@ def test_bad_input_is_one_line_and_exit_2(project: Path, story: Path) -> None:
     assert unknown.returncode == 2 and "no variant named nope" in unknown.stderr
     missing = orch(project, "doctor", "experiments/missing.yaml")
     assert missing.returncode == 2 and "not found" in missing.stderr
+    no_run = orch(project, "doctor", "999")
+    assert no_run.returncode == 2 and "no run '999'" in no_run.stderr
+    no_host = orch(project, "doctor", "experiments/eagle_debug.yaml", "--variant", "story", "--hosts", "nosuch")
+    assert no_host.returncode == 2 and "no host or tag 'nosuch'" in no_host.stderr
+    assert json.loads(orch(project, "ls", "--json").stdout) == []  # nothing ran
 
 
 @pytest.mark.parametrize("preflight", [True, False], ids=["preflight", "probes-alone"])
