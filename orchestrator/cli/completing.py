@@ -43,14 +43,13 @@ def prepare() -> None:
         completion_init()
 
 
-def script(shell: str) -> str:
-    """The completion script of `shell`, as `orch` itself would serve it."""
+def script(shell: str, app: typer.Typer) -> str:
+    """The completion script of `shell` for `app`, as `orch` itself would serve it (the app is handed
+    in: it imports this module for --version, so this one names no app)."""
     if shell not in SHELLS:
         raise SpecError(f"orch completion {shell!r}: not a shell orch completes; use one of {', '.join(SHELLS)}")
     from typer.completion import completion_init
     from typer.main import get_command
-
-    from .app import app  # here: this module is imported while the app is being built
 
     completion_init()
     from typer._click.shell_completion import get_completion_class

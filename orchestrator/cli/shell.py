@@ -15,4 +15,4 @@ def completion(shell: str = typer.Argument(..., metavar="SHELL", help="bash, zsh
     """Print the completion script of a shell: commands, options, run ids and experiment names
     complete on Tab. bash: `eval "$(orch completion bash)"` in ~/.bashrc; zsh: the same in ~/.zshrc;
     fish: `orch completion fish > ~/.config/fish/completions/orch.fish`."""
-    sys.stdout.write(completing.script(shell))
+    sys.stdout.write(completing.script(shell, app))
