@@ -5,14 +5,14 @@ its TIMEOUT (exit 3), or runs once the first is done."""
 from __future__ import annotations
 
 import getpass
+import re
 
-from test_crash import orch, records
-from test_interrupt import start, wait_for
+from support.cli import orch, records, start_orch, wait_for
 from three_plans import three_plans
 
 
 def test_a_busy_host_is_refused_in_one_line_or_waited_for(project):
-    holder = start(project, "run", str(three_plans(project, requests=800)))
+    holder = start_orch(project, "run", str(three_plans(project, requests=800)))
     try:
         wait_for(holder, "sending")  # its first run under its workload: the lock is held
         other = three_plans(project, name="other")
@@ -36,7 +36,8 @@ def test_a_busy_host_is_refused_in_one_line_or_waited_for(project):
         said = " ".join((waited.stdout + waited.stderr).split())
         assert waited.returncode == 0, said
         assert said.count("/solo/lock (at most 3600 s): held by") == 1, said  # one waiting line
-        assert f"held by {getpass.getuser()} (`orch run` on" in said and "since" in said, said
+        assert f"held by {getpass.getuser()} (`orch run` on" in said, said
+        assert re.search(r", run \d{8}-\d{6}-default-\w+, since \d{4}-", said), said  # the run holding it now
         holder.communicate(timeout=120)
         assert holder.returncode == 0
     finally:

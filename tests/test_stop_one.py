@@ -3,14 +3,14 @@ stop", and the sweep's other plans still run; `orch stop --sweep RUN` stops the 
 
 from __future__ import annotations
 
-from test_crash import orch, records
-from test_interrupt import marked_processes, start, wait_for
+from support.cli import orch, records, start_orch, wait_for
+from support.processes import marked_processes
 from three_plans import three_plans
 
 
 def test_orch_stop_run_stops_that_run_alone_and_the_sweep_goes_on(project):
     spec = three_plans(project, requests=400)
-    sweep = start(project, "run", str(spec))
+    sweep = start_orch(project, "run", str(spec))
     try:
         wait_for(sweep, "sending")  # the first run under its workload
         [first] = records(project)
@@ -36,7 +36,7 @@ def test_orch_stop_run_stops_that_run_alone_and_the_sweep_goes_on(project):
 
 def test_orch_stop_sweep_stops_every_run_of_the_sweep(project):
     spec = three_plans(project, requests=400)
-    sweep = start(project, "run", str(spec))
+    sweep = start_orch(project, "run", str(spec))
     try:
         wait_for(sweep, "sending")
         [first] = records(project)

@@ -31,6 +31,7 @@ from . import diskspace
 
 LEASE_SECONDS = 60.0
 RENEWALS_PER_LEASE = 4
+RUN_LOOK_S = 1.0  # how often the owner looks whether the run it names has changed
 TAKE_ATTEMPTS = 3
 
 
@@ -134,11 +135,18 @@ class HostLock:
         await self.conn.run(shell.lock_release(self.path, self.owner.token), idempotent=True)
 
     async def _renew_forever(self, current_run: Callable[[], str]) -> None:
+        """Renew every lease/4 seconds, and soon after the current run changes: whoever waits for
+        the host (`orch run --wait`) is told which run holds it."""
+        renewed = asyncio.get_running_loop().time()
         while True:
-            await asyncio.sleep(self.owner.lease_s / RENEWALS_PER_LEASE)
-            if not await self.renew(current_run()):
+            await asyncio.sleep(min(RUN_LOOK_S, self.owner.lease_s / RENEWALS_PER_LEASE))
+            run, now_s = current_run(), asyncio.get_running_loop().time()
+            if run == self.owner.run and now_s - renewed < self.owner.lease_s / RENEWALS_PER_LEASE:
+                continue
+            if not await self.renew(run):
                 self.lost = True
                 return
+            renewed = now_s
 
     def _busy_message(self, holder: Holder) -> str:
         who = holder.owner.describe() if holder.owner else f"unreadable content {holder.content.strip()!r}"
