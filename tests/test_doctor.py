@@ -179,3 +179,33 @@ def test_a_draft_whose_aux_layers_the_target_lacks_is_named(project: Path, prefl
     assert any("width=128 fc_in=192" in line for line in found["evidence"]), found["evidence"]
     assert any("layers=[1, 5, 20]" in line for line in found["evidence"]), found["evidence"]
     assert found["fix"]["runnable"] is False and found["accept_len_after"] is None
+
+
+@pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.9", "0.5.23"])
+def test_probes_anchor_and_compile_in_the_real_sglang_wheels(sglang_python, version: str) -> None:
+    """Each probe prepared against the real release's own files, as the doctor's check does on a host:
+    the width and loader probes anchor in every release, the capture probe in the releases whose call
+    it was written for; each patched file compiles."""
+    from wheels import package_dir
+
+    from orchestrator.core import patching
+    from orchestrator.engines.sglang.probes import PROBES
+    from orchestrator.errors import PatchError
+
+    package = package_dir(sglang_python(version))
+    anchored: dict[str, list[str]] = {}
+    for probe in PROBES.probes:
+        texts: dict[Path, str] = {}
+        try:
+            for patch in probe.patches:
+                path = package / patch.file.split(":", 1)[1]
+                texts[path] = patching.apply(patch, texts.get(path) or path.read_text(), str(path))
+        except (PatchError, FileNotFoundError):
+            continue
+        for path, text in texts.items():
+            compile(text, str(path), "exec")
+        anchored.setdefault(probe.name, []).append(probe.patches[0].name)
+    assert anchored["hidden-width"] == ["doctor-hidden-width"]
+    assert anchored["draft-keys"] == ["doctor-draft-keys-open-real"]
+    capture = {"0.4.10.post2": ["doctor-capture-0.4.10"], "0.5.9": None, "0.5.23": ["doctor-capture-0.5.23"]}[version]
+    assert anchored.get("capture") == capture  # 0.5.9's real call spans lines: its capture goes unprobed

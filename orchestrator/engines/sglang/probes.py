@@ -9,6 +9,7 @@ what this host's release accepts."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -40,6 +41,16 @@ _SGLANG_LOAD_OPEN = _patch(
     '        _doctor_fc = [list(w.shape) for n, w in weights if n.endswith("fc.weight")]\n'
     f'        print(f"{TAG} probe=fc-width checkpoint_fc={{_doctor_fc[0] if _doctor_fc else \'-\'}} '
     'fc_in={self.model.fc.in_features}", flush=True)')
+# The real wheels' loader (every release this tree emulates) types its weights and holds torch tensors.
+_REAL_OPEN_AT = "def load_weights(self, weights: Iterable[Tuple[str, torch.Tensor]]) -> None:"
+_SGLANG_LOAD_OPEN_REAL = _patch(
+    "doctor-draft-keys-open-real", _SGLANG_DRAFT, _REAL_OPEN_AT, "replace",
+    _REAL_OPEN_AT + "\n"
+    "        weights = list(weights)\n"
+    "        self._doctor_before = {n: p.detach().clone() for n, p in self.named_parameters()}\n"
+    '        _doctor_fc = [list(w.shape) for n, w in weights if n.endswith("fc.weight")]\n'
+    f'        print(f"{TAG} probe=fc-width checkpoint_fc={{_doctor_fc[0] if _doctor_fc else \'-\'}} '
+    'fc_in={self.model.fc.in_features}", flush=True)')
 _SGLANG_LOAD_CLOSE = _patch(
     "doctor-draft-keys-close", _SGLANG_DRAFT, "def get_hot_token_id(self):", "replace",
     # a replace keeps the text's indentation: the body of load_weights (8), then the next method (4)
@@ -62,6 +73,11 @@ _SGLANG_LOAD_CLOSE = _patch(
     f'            print(f"{TAG} probe=d2t mapped_in_t2d={{_doctor_hits}} absolute_in_t2d={{_doctor_abs}} '
     'draft_vocab={len(_doctor_d2t)} mapped_max={max(_doctor_mapped)} target_vocab={len(_doctor_t2d)}", flush=True)\n'
     "\n    def get_hot_token_id(self):")
+
+
+# the same closing line reads torch tensors as it reads the rehearsal's (`.data`, `==`, `.all()`, `.tolist()`)
+_SGLANG_LOAD_CLOSE_REAL = dataclasses.replace(_SGLANG_LOAD_CLOSE, name="doctor-draft-keys-close-real",
+                                              where="orch doctor probe doctor-draft-keys-close-real")
 
 
 def _sglang_capture(release: str, file: str, find: str, ids: str) -> PatchDef:
@@ -97,6 +113,7 @@ SGLANG = (
     Probe("draft-keys", "the checkpoint's fc against the model's; the keys the loader placed and the draft parameters "
           "it left untouched; d2t against t2d",
           (_SGLANG_LOAD_OPEN, _SGLANG_LOAD_CLOSE)),
+    Probe("draft-keys", "the same on the real wheels' loader", (_SGLANG_LOAD_OPEN_REAL, _SGLANG_LOAD_CLOSE_REAL)),
     Probe("vocab", "the target's vocabulary (its lm_head) against the draft config's", (_SGLANG_VOCAB,)),
 )
 
