@@ -85,7 +85,7 @@ async def examine(spec: Spec, variant: Variant, host: Host, store: Store, report
     engine = _engine_probes(spec.engine)
     kept, skipped = await _fitting_probes(spec, variant, host, engine.probes, overrides)
     patches = tuple(p for probe in kept for p in probe.patches)
-    probe_run = await _run(spec, _variant(variant, PROBE, "the variant with orch doctor's probes", (), patches),
+    probe_run = await _run(spec, _variant(variant, PROBE, "the variant with orch doctor's probes", patches),
                            host, store, reporter, overrides)
     evidence = read(probe_run, list(probe_run["preflight"]), tuple(p.name for p in kept), engine.algorithm_param,
                     engine.one_layer_values)
@@ -97,7 +97,7 @@ async def examine(spec: Spec, variant: Variant, host: Host, store: Store, report
     after = None
     if fix is not None and fix.runnable:
         fix = await _completed(spec, variant, fix, engine, host, overrides, patches)
-        fix_run = await _run(spec, _variant(variant, FIX, f"orch doctor's fix: {fix.says}", (), patches, fix),
+        fix_run = await _run(spec, _variant(variant, FIX, f"orch doctor's fix: {fix.says}", patches, fix),
                              host, store, reporter, overrides, fix)
         runs.append(_summary(fix_run))
         after = fix_run["metrics"].get("accept_len")
@@ -107,13 +107,13 @@ async def examine(spec: Spec, variant: Variant, host: Host, store: Store, report
                    fix_ran=len(runs) > 1)
 
 
-def _variant(base: Variant, name: str, description: str, extra: tuple[PatchDef, ...], probes: tuple[PatchDef, ...],
+def _variant(base: Variant, name: str, description: str, probes: tuple[PatchDef, ...],
              fix: fixes.Fix | None = None) -> Variant:
     """`base` as the doctor runs it: its params (and the fix's), its patches, the probes; every
     preflight error allowed (the probe run is the evidence, a blocked run shows nothing); no
     expectation (a low accept length is what is being examined); a server of its own."""
     params = {**base.params, **(fix.params if fix else {})}
-    patches = base.patches + tuple(p.name for p in (fix.patches if fix else ()) + extra + probes)
+    patches = base.patches + tuple(p.name for p in (fix.patches if fix else ()) + probes)
     return dataclasses.replace(base, name=name, description=description, params=params, patches=patches,
                                expect={}, allow=(), fresh_server=True)
 
@@ -148,7 +148,7 @@ async def _fitting_probes(spec: Spec, variant: Variant, host: Host, book: tuple[
     anchor is dropped (the check stops at the first patch that does not apply, so this asks again)."""
     kept, skipped = list(book), []
     while kept:
-        probe_variant = _variant(variant, PROBE, "", (), tuple(p for probe in kept for p in probe.patches))
+        probe_variant = _variant(variant, PROBE, "", tuple(p for probe in kept for p in probe.patches))
         findings = await _checked(spec, probe_variant, tuple(p for probe in kept for p in probe.patches), host, overrides)
         failed = [f for f in findings if f["code"] == _NOT_APPLIED or (f.get("severity") == "error" and "patch" in f["code"])]
         broken = next((probe for probe in kept for f in failed for p in probe.patches if f"'{p.name}'" in f["what"]), None)
@@ -165,7 +165,7 @@ async def _completed(spec: Spec, variant: Variant, fix: fixes.Fix, engine: probe
                      overrides: tuple[str, ...], probes: tuple[PatchDef, ...]) -> fixes.Fix:
     """The fix with what its own preflight says it still needs: an EAGLE3 launch on a target class
     without aux capture gets the capture method patched in (as newer releases write it)."""
-    fix_variant = _variant(variant, FIX, "", (), probes, fix)
+    fix_variant = _variant(variant, FIX, "", probes, fix)
     findings = await _checked(spec, fix_variant, fix.patches + probes, host, overrides, fix.checkpoints)
     missing = next((f for f in findings if f["code"] == "aux-capture-missing" and f["severity"] == "error"), None)
     patch = engine.capture_patch(missing) if missing else None
