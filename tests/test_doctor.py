@@ -40,6 +40,8 @@ def test_story_names_the_algorithm_and_confirms_the_fix(project: Path, story: Pa
     assert any("width=64 fc_in=192" in line for line in found["evidence"])
     assert [r["variant"] for r in found["runs"]] == ["doctor-probe", "doctor-fix"]
     assert found["rule"] == "probe hidden-width" and found["preflight"] is preflight
+    agrees = [line for line in found["evidence"] if line.startswith("the preflight agrees: ERROR algorithm-not-eagle3")]
+    assert len(agrees) == (1 if preflight else 0)  # the probes decide; the checks second them when they ran
     listed = json.loads(orch(project, "ls", "--json").stdout)
     assert {r["variant"] for r in listed} == {"doctor-probe", "doctor-fix"}
     diff = orch(project, "diff", str(found["runs"][0]["id"]), str(found["runs"][1]["id"]))

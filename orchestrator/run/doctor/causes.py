@@ -29,6 +29,16 @@ CODES = {  # code -> what it means (the preflight's own codes keep their meaning
     "none": "nothing is wrong: the accept length fits",
 }
 _LAYER_PARAMS = ("midlayer.", "layers.", "fc.")  # draft parameters a checkpoint must fill (embed/head may come from the target)
+# cause -> the preflight codes that name it, in the order the preflight rule tries them
+_PREFLIGHT_CODES = {
+    "algorithm-not-eagle3": ("algorithm-not-eagle3", "method-eagle-with-eagle3-draft"),
+    "aux-capture-off": ("aux-capture-disabled",),
+    "aux-capture-missing": ("aux-capture-missing",),
+    "aux-layers-mismatch": ("aux-layers-missing",),
+    "fc-width": ("fc-width",),
+    "draft-keys-dropped": ("draft-keys-dropped", "draft-keys-unknown"),
+    "d2t-absolute": ("d2t-absolute",),
+}
 # a matrix left at its random init is a dropped key; a norm of ones may equal its init by chance
 _MATRICES = ("proj", "fc.")
 _DIAGNOSIS_CAUSES = {"eagle3-aux-width": "aux-layers-mismatch", "draft-vocab-map": "d2t-absolute",
@@ -50,12 +60,21 @@ def decide(evidence: Evidence) -> Decision:
     for rule in RULES:
         found = rule(evidence)
         if found is not None:
-            return found
+            return _seconded(found, evidence)
     if evidence.accept_len is not None and evidence.accept_len >= FITS:
         return Decision("none", (evidence.acceptance_line(),), "acceptance")
     if evidence.accept_len is None and evidence.status != "succeeded":  # nothing measured: the run's own error
         return Decision("server-failed", (f"run {evidence.run_id} {evidence.status}: {evidence.error}",), "run")
     return Decision("draft-rejected", (evidence.acceptance_line(), *evidence.probe_lines.values()), "acceptance")
+
+
+def _seconded(decision: Decision, evidence: Evidence) -> Decision:
+    """A probe's decision with the preflight's finding of the same cause, where it made one."""
+    agreeing = evidence.finding(*_PREFLIGHT_CODES.get(decision.cause, (decision.cause,)))
+    if agreeing is None or decision.rule == "preflight":
+        return decision
+    line = f"the preflight agrees: {agreeing['severity'].upper()} {agreeing['code']}: {agreeing['what']}"
+    return Decision(decision.cause, decision.evidence + (line,), decision.rule)
 
 
 def hidden_width(evidence: Evidence) -> Decision | None:
@@ -128,13 +147,10 @@ def d2t(evidence: Evidence) -> Decision | None:
 
 def preflight(evidence: Evidence) -> Decision | None:
     """A preflight error (or warning) whose code is a cause: the checks read the checkpoint itself."""
-    for code in ("algorithm-not-eagle3", "method-eagle-with-eagle3-draft", "aux-capture-disabled",
-                 "aux-capture-missing", "aux-layers-missing", "fc-width", "draft-keys-dropped", "draft-keys-unknown",
-                 "d2t-absolute"):
-        found = evidence.finding(code)
+    for cause, codes in _PREFLIGHT_CODES.items():
+        found = evidence.finding(*codes)
         if found is not None:
-            cause = {"method-eagle-with-eagle3-draft": "algorithm-not-eagle3", "aux-capture-disabled": "aux-capture-off",
-                     "aux-layers-missing": "aux-layers-mismatch", "draft-keys-unknown": "draft-keys-dropped"}.get(code, code)
+            code = found["code"]
             return Decision(cause, (f"preflight {found['severity'].upper()} {code}: {found['what']}", found["why"]),
                             "preflight")
     return None
