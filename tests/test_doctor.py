@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, free_port
 from rehearsal_spec import sglang
-from test_run import orch
+from support.cli import orch
 
 
 def doctor(project: Path, *args: str) -> dict:
