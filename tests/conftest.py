@@ -90,6 +90,29 @@ def sshd_box(tmp_path: Path):
     running.stop()
 
 
+@pytest.fixture(params=["local", "sshd"])
+def where(request, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The project's only host `local`: this machine, or a real sshd on 127.0.0.1 (same workdir)."""
+    if request.param == "sshd":
+        import sshd
+
+        sshd.require_sshd()
+        home = tmp_path / "home"
+        home.mkdir()
+        monkeypatch.setenv("HOME", str(home))  # the user's ~/.ssh is never read
+        monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+        server = sshd.start(tmp_path / "sshd", "local")
+        known = tmp_path / "known_hosts"
+        known.write_text(server.known_line())
+        (project / "inventory.yaml").write_text(
+            "hosts:\n" + server.inventory_entry(known, project / "host")
+            + f"    python: {sys.executable}\n    gpus: 8\n    rehearsal: true\n")
+        yield request.param
+        server.stop()
+    else:
+        yield request.param
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A real PostgreSQL server for the session (tests/pg.py), stopped at its end. Skips with the

@@ -12,7 +12,6 @@ atexit, no flush runs. A kill during the workload comes from outside, like a use
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,9 +25,11 @@ from pathlib import Path
 import pytest
 
 import sshd
-from conftest import ROOT, free_port, group_alive
+from conftest import free_port, group_alive
+from support.cli import orch, records, start_orch, wait_for
+from support.files import installed, journal_files, modified_files
+from support.specs import demo_spec
 
-TESTS = Path(__file__).resolve().parent
 FILE_KINDS = (("backup", re.compile(r"/journal/[^/]+/\d+\.orig$")), ("record", re.compile(r"/journal/[^/]+/\d+\.json$")),
               ("source", re.compile(r"/sglang/.*\.py$")))
 
@@ -60,102 +61,11 @@ def controller_main(point: str, nth: int, argv: list[str]) -> None:
 # -- helpers shared with test_lock.py ----------------------------------------------------------
 
 
-def environment(project: Path) -> dict[str, str]:
-    return {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]), "COLUMNS": "200"}
-
-
-def orch(project: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=environment(project),
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def start_orch(project: Path, *args: str, crash: tuple[str, int] | None = None) -> subprocess.Popen:
-    code = "import orchestrator.cli as c; c.main()"
-    if crash:
-        code = f"import sys, test_crash; test_crash.controller_main({crash[0]!r}, {crash[1]}, sys.argv[1:])"
-    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=project, env=environment(project),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def read_until(proc: subprocess.Popen, marker: str, seconds: float = 120) -> str:
-    """The controller's output up to the first line holding `marker`."""
-    deadline = time.monotonic() + seconds
-    output = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        output += line
-        if marker in line:
-            return output
-    raise AssertionError(f"no {marker!r} in the controller's output:\n{output}")
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every file under `folder` (bytecode caches aside, hidden temporary files included)."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-def installed(project: Path) -> dict[str, str]:
-    """The host's installed rehearsal SGLang, file by file."""
-    return snapshot(project / "host" / "rehearsal" / "sglang")
-
-
-def modified_files(project: Path, original: dict[str, str]) -> list[str]:
-    """Files of the installed rehearsal SGLang that differ from `original` (or are extra).
-    `original` is hashed on the host after install, not taken from the repo, which other work may
-    be changing while the tests run."""
-    now = installed(project)
-    return sorted(k for k in now.keys() | original.keys() if now.get(k) != original.get(k))
-
-
-def journal_files(project: Path) -> list[str]:
-    journal = project / "host" / "journal"
-    return sorted(str(p.relative_to(journal)) for p in journal.rglob("*")) if journal.exists() else []
-
-
-def demo(project: Path, requests: int = 16) -> Path:
-    spec = project / "experiments" / "eagle_debug.yaml"
-    spec.write_text((ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("requests: 16", f"requests: {requests}"))
-    return spec
-
-
-def records(project: Path) -> list[dict]:
-    """Every run as `orch show --json` has it, read in-process (a subprocess each costs ~1 s)."""
-    from orchestrator.store.database import Store
-
-    store = Store(f"sqlite:///{project / 'orch.db'}")
-    return [store.record(r) for r in store.runs()]
-
-
 def server_alive(project: Path, uid: str) -> bool:
     pid_file = project / "host" / "runs" / uid / "pid"
     if not pid_file.exists():
         return False
     return group_alive(int(pid_file.read_text()))
-
-
-@pytest.fixture(params=["local", "sshd"])
-def where(request, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The project's only host `local`: this machine, or a real sshd on 127.0.0.1 (same workdir)."""
-    if request.param == "sshd":
-        sshd.require_sshd()
-        home = tmp_path / "home"
-        home.mkdir()
-        monkeypatch.setenv("HOME", str(home))  # the user's ~/.ssh is never read
-        monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-        server = sshd.start(tmp_path / "sshd", "local")
-        known = tmp_path / "known_hosts"
-        known.write_text(server.known_line())
-        (project / "inventory.yaml").write_text(
-            "hosts:\n" + server.inventory_entry(known, project / "host")
-            + f"    python: {sys.executable}\n    gpus: 8\n    rehearsal: true\n")
-        yield request.param
-        server.stop()
-    else:
-        yield request.param
 
 
 # -- the crash matrix -------------------------------------------------------------------------
@@ -184,29 +94,29 @@ CASES = [pytest.param("local", *m, id=f"local-{m[0]}-{m[1][0]}{m[1][1]}-{m[2]}",
 
 @pytest.mark.parametrize("where,variant,crash,cleanup", CASES, indirect=["where"])
 def test_sigkill_at_a_stage_boundary_then_next_command_restores_everything(project, where, variant, crash, cleanup):
-    spec = demo(project, requests=2000 if crash[0] == "workload" else 16)
-    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0  # installs the rehearsal
+    spec = demo_spec(project, requests=2000 if crash[0] == "workload" else 16)
+    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1", tests_on_path=True).returncode == 0  # installs the rehearsal
     original = installed(project)
 
     args = ("run", str(spec), "--variant", variant, "--set", f"port={free_port()}")
     if crash[0] == "workload":
-        proc = start_orch(project, *args)
-        read_until(proc, "sending")
+        proc = start_orch(project, *args, controller=True, tests_on_path=True)
+        wait_for(proc, "sending")
         time.sleep(0.5)
         proc.kill()
     else:
-        proc = start_orch(project, *args, crash=crash)
+        proc = start_orch(project, *args, crash=crash, controller=True, tests_on_path=True)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, output
-    demo(project, requests=16)  # the cleaning run need not be long
+    demo_spec(project, requests=16)  # the cleaning run need not be long
     [dead] = records(project)
     assert dead["status"] == "running"  # as the killed controller left it
     assert (project / "host" / "lock").exists()
 
     if cleanup == "run":
-        done = orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
+        done = orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}", tests_on_path=True)
     else:
-        done = orch(project, "revert", "--host", "local")
+        done = orch(project, "revert", "--host", "local", tests_on_path=True)
     assert done.returncode == 0, done.stdout + done.stderr
     text = " ".join(done.stdout.split())
     assert "warning: broke a stale lock" in text and "is gone" in text
@@ -237,13 +147,13 @@ def socket_name() -> str:
 def test_kill_before_any_patch_marks_the_run_interrupted_without_patches(project):
     """A controller killed before it patched anything leaves no journal; the stale lock alone
     tells the next command that its run died."""
-    spec = demo(project)
-    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0
+    spec = demo_spec(project)
+    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1", tests_on_path=True).returncode == 0
     proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}",
-                      crash=("backup", 1))
+                      crash=("backup", 1), controller=True, tests_on_path=True)
     proc.communicate(timeout=120)
     shutil.rmtree(project / "host" / "journal")  # as if it died just before its first backup
-    done = orch(project, "revert", "--host", "local")
+    done = orch(project, "revert", "--host", "local", tests_on_path=True)
     assert done.returncode == 0, done.stdout + done.stderr
     [dead] = records(project)
     assert dead["status"] == "interrupted" and "it left no patches applied" in dead["error"]
@@ -253,10 +163,10 @@ def test_kill_before_any_patch_marks_the_run_interrupted_without_patches(project
 def test_a_reused_pid_in_a_dead_runs_pid_file_is_not_signalled(project):
     """After a host restart the pid a dead run recorded may belong to an unrelated process group:
     recovery checks the run mark in the group's environment and leaves a stranger alone."""
-    spec = demo(project, requests=2000)
-    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0
-    proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
-    read_until(proc, "sending")
+    spec = demo_spec(project, requests=2000)
+    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1", tests_on_path=True).returncode == 0
+    proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}", controller=True, tests_on_path=True)
+    wait_for(proc, "sending")
     proc.kill()
     proc.communicate(timeout=60)
     [dead] = records(project)
@@ -266,7 +176,7 @@ def test_a_reused_pid_in_a_dead_runs_pid_file_is_not_signalled(project):
     try:
         time.sleep(0.2)
         pid_file.write_text(f"{stranger.pid}\n")
-        done = orch(project, "revert", "--host", "local")
+        done = orch(project, "revert", "--host", "local", tests_on_path=True)
         assert done.returncode == 0, done.stdout + done.stderr
         assert stranger.poll() is None, "recovery signalled a process group the run did not start"
         assert f"pid {stranger.pid}" in done.stdout and "left it alone" in " ".join(done.stdout.split())
@@ -280,33 +190,33 @@ def test_a_reused_pid_in_a_dead_runs_pid_file_is_not_signalled(project):
 
 
 def test_file_edited_by_hand_during_a_run_is_not_overwritten(project, where):
-    spec = demo(project, requests=64)
-    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0  # installs the rehearsal
+    spec = demo_spec(project, requests=64)
+    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1", tests_on_path=True).returncode == 0  # installs the rehearsal
     original = installed(project)
-    proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
-    read_until(proc, "server launched")
+    proc = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}", controller=True, tests_on_path=True)
+    wait_for(proc, "server launched")
     target = project / "host" / "rehearsal" / "sglang" / "srt" / "models" / "llama_eagle3.py"
     edited = target.read_text() + "# edited by hand during the run\n"
     target.write_text(edited)
     output, _ = proc.communicate(timeout=120)
     text = " ".join(output.split())
     assert proc.returncode == 1, output  # a run that leaves a file changed fails
-    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    record = json.loads(orch(project, "show", "last", "--json", tests_on_path=True).stdout)
     assert record["status"] == "failed" and "patch-drifted" in record["flags"]
     assert target.read_text() == edited  # the run's revert refused to overwrite it
     assert f"{target} changed during the run; left as it is" in text, output
     assert "orch revert --host local --force" in text
 
-    listing = json.loads(orch(project, "patches", "--json").stdout)
+    listing = json.loads(orch(project, "patches", "--json", tests_on_path=True).stdout)
     assert [(p["host"], p["file"], p["state"]) for p in listing] == [("local", str(target), "drifted")]
     backup = listing[0]["backup"]
-    again = orch(project, "revert", "--host", "local")
+    again = orch(project, "revert", "--host", "local", tests_on_path=True)
     assert again.returncode == 1 and target.read_text() == edited
     message = " ".join(again.stdout.split())
     assert f"drifted: {target}" in message and backup in message and "`orch revert --host local --force`" in message
 
-    forced = orch(project, "revert", "--host", "local", "--force")
+    forced = orch(project, "revert", "--host", "local", "--force", tests_on_path=True)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert "+# edited by hand during the run" in forced.stdout and "[EAGLE3-DEBUG]" in forced.stdout  # the diff shown
     assert modified_files(project, original) == [] and journal_files(project) == []
-    assert json.loads(orch(project, "patches", "--json").stdout) == []
+    assert json.loads(orch(project, "patches", "--json", tests_on_path=True).stdout) == []

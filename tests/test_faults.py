@@ -9,9 +9,7 @@ network only), so the tests check them directly.
 
 from __future__ import annotations
 
-import functools
 import json
-import tempfile
 import time
 from pathlib import Path
 
@@ -19,9 +17,9 @@ import pytest
 
 import sshd
 from conftest import ROOT
-from orchestrator.engines.sglang import rehearsal as sim
-from support.files import snapshot
-from test_ssh_run import orch, read_until, record, server_gone, start_orch
+from support.cli import orch, read_until, record, start_orch
+from support.files import untouched
+from support.processes import server_gone
 
 pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")
 
@@ -53,17 +51,6 @@ def fleet_project(project: Path, fleet: sshd.Fleet, index: int, requests: int = 
 def run_baseline(project: Path, name: str, *extra: str):
     return start_orch(project, "run", "experiments/eagle_debug.yaml", "--hosts", name, "--variant", "story",
                       "--set", "port=30000", *extra)
-
-
-@functools.lru_cache(maxsize=1)
-def shipped() -> dict[str, str]:
-    """The rehearsal tree of the hosts' release (the default one) as orch assembles it."""
-    with tempfile.TemporaryDirectory() as folder:
-        return snapshot(sim.assemble(sim.DEFAULT_RELEASE, Path(folder)))
-
-
-def untouched(workdir: Path) -> bool:
-    return snapshot(workdir / "rehearsal" / "sglang") == shipped()
 
 
 def test_link_cut_while_the_server_starts_reconnects_and_the_run_succeeds(project, fleet):

@@ -20,76 +20,18 @@ from collections.abc import Iterator
 import pytest
 
 import sshd
-from conftest import ROOT, free_port
-from test_crash import environment, orch, records, snapshot
+from support.cli import orch, orch_env, records, start_orch, wait_for
+from support.files import installed_in
+from support.processes import HOSTS, installed_everywhere, marked_processes, prepared, sweep_project
 
-HOSTS = ("h1", "h2")
 # what the controller prints at each moment (its progress lines)
 MOMENTS = {"launch": "server launched", "ready": "ready after", "workload": "sending"}
 TERMINAL = {"succeeded", "failed", "interrupted"}
 
 
-def sweep_project(project: Path, hosts: tuple[str, ...] = HOSTS, ssh_entry: str = "") -> Path:
-    """Local rehearsal hosts with their own workdirs and ports, and the demo experiment with
-    enough requests that a run is still under its workload when the signal comes."""
-    entries = "".join(f"  {h}:\n    transport: local\n    workdir: {project / h}\n    gpus: 8\n    rehearsal: true\n"
-                      for h in hosts)
-    (project / "inventory.yaml").write_text("hosts:\n" + entries + ssh_entry)
-    spec = project / "experiments" / "eagle_debug.yaml"
-    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("requests: 16", "requests: 400")
-    # each variant on its own port: the hosts are all this machine
-    text = text.replace("    patches: [debug-hidden-states, kimi-embed-and-head]\n",
-                        f"    patches: [debug-hidden-states, kimi-embed-and-head]\n    params: {{port: {free_port()}}}\n")
-    text = text.replace("params: {speculative_algorithm: EAGLE3}", f"params: {{speculative_algorithm: EAGLE3, port: {free_port()}}}")
-    spec.write_text(text)
-    return spec
-
-
-def installed(workdir: Path) -> dict[str, str]:
-    return snapshot(workdir / "rehearsal" / "sglang")
-
-
-def marked_processes(root: Path) -> list[int]:
-    """Live processes whose run mark (ORCH_RUN_DIR) lies under `root`, read from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            state = (entry / "stat").read_text().rsplit(") ", 1)[1].split()[0]
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except (OSError, IndexError):
-            continue
-        marks = [e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"ORCH_RUN_DIR=")]
-        if state != "Z" and marks and marks[0].startswith(str(root)):
-            found.append(int(entry.name))
-    return found
-
-
-def start(project: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=environment(project),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def wait_for(proc: subprocess.Popen, marker: str, seconds: float = 120) -> str:
-    deadline, output = time.monotonic() + seconds, ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        output += line
-        if marker in line:
-            return output
-    raise AssertionError(f"no {marker!r} in the controller's output:\n{output}")
-
-
-def prepared(project: Path, spec: Path) -> dict[str, dict[str, str]]:
-    return installed_everywhere(project, spec, HOSTS)
-
-
 def interrupt(project: Path, spec: Path, sig: signal.Signals, moment: str, delay: float = 0.0,
               hosts: tuple[str, ...] = HOSTS) -> tuple[subprocess.Popen, str, float]:
-    proc = start(project, "run", str(spec), "--hosts", ",".join(hosts))
+    proc = start_orch(project, "run", str(spec), "--hosts", ",".join(hosts), tests_on_path=True, new_session=True)
     before = wait_for(proc, MOMENTS[moment])
     time.sleep(delay)
     sent = time.monotonic()
@@ -102,7 +44,7 @@ def assert_clean(project: Path, pristine: dict[str, dict[str, str]], proc: subpr
                  sig: signal.Signals) -> None:
     assert proc.returncode == 130, output
     for host, files in pristine.items():
-        now = installed(project / host)
+        now = installed_in(project / host)
         assert now == files, f"{host}: files left patched: {sorted(k for k in now if now.get(k) != files.get(k))}"
     assert marked_processes(project) == [], output
     runs = records(project)
@@ -136,7 +78,7 @@ def test_a_signal_stops_every_host_and_reverts_every_patch(project, sig, moment)
 def test_a_second_ctrl_c_says_what_is_left_and_the_cleanup_still_finishes(project):
     spec = sweep_project(project)
     pristine = prepared(project, spec)
-    proc = start(project, "run", str(spec), "--hosts", ",".join(HOSTS))
+    proc = start_orch(project, "run", str(spec), "--hosts", ",".join(HOSTS), tests_on_path=True, new_session=True)
     output = wait_for(proc, "sending")
     proc.send_signal(signal.SIGINT)
     output += wait_for(proc, "stopping every host's server")
@@ -152,11 +94,11 @@ def test_orch_revert_stops_a_server_left_by_a_run_already_marked_ended(project):
     """A server alive under a run that says it ended (the issue's "interrupted, reverted" with its
     port held): `orch revert` stops it, found by its run mark."""
     spec = sweep_project(project, ("h1",))
-    done = orch(project, "run", str(spec), "--hosts", "h1", "--dry-run")
+    done = orch(project, "run", str(spec), "--hosts", "h1", "--dry-run", tests_on_path=True)
     assert done.returncode == 0, done.stderr
     package = project / "h1" / "rehearsal" / "sglang"
     shutil.copytree(package, project / "pristine")
-    proc = start(project, "run", str(spec), "--hosts", "h1")
+    proc = start_orch(project, "run", str(spec), "--hosts", "h1", tests_on_path=True, new_session=True)
     wait_for(proc, "sending")
     proc.kill()
     proc.communicate(timeout=60)
@@ -171,7 +113,7 @@ def test_orch_revert_stops_a_server_left_by_a_run_already_marked_ended(project):
     store = Store(f"sqlite:///{project / 'orch.db'}")
     store.update_run(store.get(run["uid"]), status="interrupted", error="marked ended by hand")
     assert marked_processes(project)
-    done = orch(project, "revert", "--host", "h1")
+    done = orch(project, "revert", "--host", "h1", tests_on_path=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert marked_processes(project) == []
     assert f"stopped the server run {run['uid']} left running" in " ".join(done.stdout.split())
@@ -204,13 +146,6 @@ def far_host(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         server.stop()
 
 
-def installed_everywhere(project: Path, spec: Path, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """Install every host's stand-in (a dry run) and hash it pristine."""
-    done = orch(project, "run", str(spec), "--hosts", ",".join(hosts), "--dry-run")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return {h: installed(project / h) for h in hosts}
-
-
 def test_a_closed_terminal_stops_every_host_and_reverts_every_patch(project):
     """`orch run` on a pseudo-terminal whose other end is closed (the terminal window goes away):
     SIGHUP, and every later write to the terminal fails; the cleanup happens all the same."""
@@ -221,7 +156,7 @@ def test_a_closed_terminal_stops_every_host_and_reverts_every_patch(project):
     pid, master = pty.fork()
     if pid == 0:  # the child: `orch run` with the pty as its controlling terminal
         os.chdir(project)
-        env = environment(project)
+        env = orch_env(project, tests_on_path=True)
         os.execvpe(sys.executable, [sys.executable, "-m", "orchestrator.cli", "run", str(spec), "--hosts",
                                     ",".join(HOSTS)], env)
     screen = b""
@@ -236,7 +171,7 @@ def test_a_closed_terminal_stops_every_host_and_reverts_every_patch(project):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 130
     for host, files in pristine.items():
-        assert installed(project / host) == files, f"{host}: files left patched"
+        assert installed_in(project / host) == files, f"{host}: files left patched"
     assert marked_processes(project) == []
     runs = records(project)
     assert runs and all(r["status"] in TERMINAL for r in runs)
@@ -248,13 +183,13 @@ def test_ctrl_c_after_the_output_pipe_closed_still_cleans_up(project):
     during its cleanup meets a closed pipe; the lines are lost, the cleanup is not."""
     spec = sweep_project(project)
     pristine = prepared(project, spec)
-    proc = start(project, "run", str(spec), "--hosts", ",".join(HOSTS))
+    proc = start_orch(project, "run", str(spec), "--hosts", ",".join(HOSTS), tests_on_path=True, new_session=True)
     wait_for(proc, "sending")
     proc.stdout.close()
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     for host, files in pristine.items():
-        assert installed(project / host) == files, f"{host}: files left patched"
+        assert installed_in(project / host) == files, f"{host}: files left patched"
     assert marked_processes(project) == []
     runs = records(project)
     assert runs and all(r["status"] in TERMINAL for r in runs), [(r["uid"], r["status"]) for r in runs]
@@ -283,7 +218,7 @@ def _trials(project: Path, spec: Path, hosts: tuple[str, ...]) -> None:
         delay = chance.uniform(0, 1.0)
         proc, output, took = interrupt(project, spec, sig, moment, delay, hosts=hosts)
         if proc.returncode == 0:  # the sweep ended before the signal: nothing to check but the files
-            assert all(installed(project / h) == files for h, files in pristine.items())
+            assert all(installed_in(project / h) == files for h, files in pristine.items())
             continue
         assert_clean(project, pristine, proc, output, sig)
         assert took < 45, f"trial {trial}: cleanup took {took:.1f} s"

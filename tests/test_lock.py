@@ -19,7 +19,9 @@ from orchestrator.errors import EXIT_HOST, HostError
 from orchestrator.core.inventory import Host
 from orchestrator.host.lock import HostLock, read
 from orchestrator.remote.local import LocalConnection
-from test_crash import demo, installed, journal_files, modified_files, orch, read_until, records, snapshot, start_orch, where  # noqa: F401
+from support.cli import orch, records, start_orch, wait_for
+from support.files import installed, journal_files, modified_files, snapshot
+from support.specs import demo_spec
 from conftest import free_port
 
 
@@ -149,16 +151,16 @@ def test_unwritable_workdir_is_a_host_error(tmp_path):
 
 
 def test_second_orch_run_on_a_busy_host_exits_3_and_changes_nothing(project, where):
-    spec = demo(project, requests=3000)
-    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1").returncode == 0  # installs the rehearsal
+    spec = demo_spec(project, requests=3000)
+    assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1", tests_on_path=True).returncode == 0  # installs the rehearsal
     original = installed(project)
-    first = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}")
+    first = start_orch(project, "run", str(spec), "--variant", "story", "--set", f"port={free_port()}", controller=True, tests_on_path=True)
     try:
-        read_until(first, "sending")
+        wait_for(first, "sending")
         owner = json.loads((project / "host" / "lock").read_text())
         journal = {str(p): p.read_bytes() for p in (project / "host" / "journal").rglob("*") if p.is_file()}
         tree = snapshot(project / "host" / "rehearsal")
-        second = orch(project, "run", str(spec), "--variant", "fixed", "--set", f"port={free_port()}")
+        second = orch(project, "run", str(spec), "--variant", "fixed", "--set", f"port={free_port()}", tests_on_path=True)
         assert second.returncode == EXIT_HOST, second.stdout + second.stderr
         text = " ".join((second.stdout + second.stderr).split())
         assert f"busy: {project / 'host' / 'lock'} is held by {owner['user']} on controller {owner['controller']} " \
@@ -168,7 +170,7 @@ def test_second_orch_run_on_a_busy_host_exits_3_and_changes_nothing(project, whe
         assert {str(p): p.read_bytes() for p in (project / "host" / "journal").rglob("*") if p.is_file()} == journal
         assert snapshot(project / "host" / "rehearsal") == tree
         assert [r["variant"] for r in records(project)] == ["story"]  # no run recorded for the refused one
-        revert = orch(project, "revert", "--host", "local")  # nor may a revert undo a live run's patches
+        revert = orch(project, "revert", "--host", "local", tests_on_path=True)  # nor may a revert undo a live run's patches
         assert revert.returncode == EXIT_HOST and "busy" in revert.stderr
         assert snapshot(project / "host" / "rehearsal") == tree
     finally:

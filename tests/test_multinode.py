@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 
 import sshd
 from conftest import ROOT, group_alive
-from test_faults import untouched
-from test_ssh_run import orch, read_until, record, start_orch
+from support.cli import orch, read_until, record, start_orch
+from support.files import untouched
+from support.processes import node_logs, pids, server_process
 
 pytestmark = pytest.mark.skipif(sshd.netns_missing() is not None, reason=sshd.netns_missing() or "")
 
@@ -46,30 +45,6 @@ def two_nodes(project: Path, fleet: sshd.Fleet, requests: int = 2) -> list[Path]
     assert "nodes: 2" in spec
     (project / "experiments" / "eagle_debug.yaml").write_text(spec)
     return workdirs
-
-
-def node_logs(project: Path, run_id: int) -> dict[int, tuple[str, str]]:
-    with sqlite3.connect(project / "orch.db") as db:
-        rows = db.execute("SELECT node, host, data FROM nodelogrow WHERE run_id = ?", (run_id,)).fetchall()
-    return {node: (host, zlib.decompress(data).decode()) for node, host, data in rows}
-
-
-def pids(workdir: Path, uid: str) -> int:
-    return int((workdir / "runs" / uid / "pid").read_text())
-
-
-def server_process(pgid: int, module: bytes = b"sglang.launch_server") -> int:
-    """The server's own process in the run's group (the launch wrapper aside; `module` in its
-    command line), from /proc."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and module in cmdline and fields[0] != "Z":
-            return int(stat.parent.name)
-    raise AssertionError(f"no server process in group {pgid}")
 
 
 def started_sending(project: Path) -> tuple[subprocess.Popen, str, str]:

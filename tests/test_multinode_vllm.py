@@ -22,8 +22,8 @@ from orchestrator.core import render, spec as specs
 from orchestrator.core.inventory import Host
 from orchestrator.engines.vllm import flags, logs, rehearsal
 from orchestrator.run import execute, multinode
-from test_multinode import node_logs, pids, server_process
-from test_ssh_run import orch, read_until, record, start_orch
+from support.cli import orch, read_until, record, start_orch
+from support.processes import node_logs, pids, server_process
 from vllm_wheels import sources
 
 TEMPLATE = ROOT / "templates" / "vllm_launch.sh.j2"

@@ -10,9 +10,8 @@ import pytest
 
 import sshd
 from conftest import ROOT, free_port
-from support.cli import orch
+from support.cli import orch, start_orch
 from support.files import shipped, snapshot
-from test_ssh_run import start_orch
 
 
 def test_a_plan_an_unreachable_host_would_have_run_runs_on_another(project: Path):

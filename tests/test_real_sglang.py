@@ -18,7 +18,7 @@ from orchestrator.host.session import HostSession
 from orchestrator.core.inventory import Host
 from orchestrator.host.journal import REVERTED
 from orchestrator.core.spec import PatchDef
-from test_crash import orch
+from support.cli import orch
 from wheels import package_dir
 
 VERSIONS = ["0.5.23", "0.4.10.post2"]
@@ -175,7 +175,7 @@ def test_dry_run_shows_each_patch_as_a_diff_and_changes_nothing(version, sglang_
     folder = package_dir(python)
     before = tree_hashes(folder)
     spec = real_project(tmp_path, python)
-    done = orch(tmp_path, "run", str(spec), "--dry-run")
+    done = orch(tmp_path, "run", str(spec), "--dry-run", tests_on_path=True)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     target = str(folder / "srt" / "models" / "llama_eagle3.py")
@@ -197,7 +197,7 @@ def test_missing_package_or_file_exits_2_before_anything_changes(target, message
     folder = package_dir(python)
     before = tree_hashes(folder)
     spec = real_project(tmp_path, python, target)
-    done = orch(tmp_path, "run", str(spec))
+    done = orch(tmp_path, "run", str(spec), tests_on_path=True)
     assert done.returncode == 2, done.stdout + done.stderr
     text = " ".join((done.stdout + done.stderr).split())
     assert message in text and "real.yaml:" in text

@@ -7,53 +7,23 @@ state and reason while it waits behind another. After each: `squeue` empty, noth
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import slurm
-from conftest import ROOT, free_port
+from conftest import free_port
 from orchestrator.core.inventory import Allocation, Host
 from orchestrator.errors import HostError
 from orchestrator.remote import connect
 from orchestrator.remote import slurm as slurm_transport
-from test_crash import orch, records
-from test_interrupt import marked_processes, start, wait_for
-
-# what each patch of the `fixed` variant inserts: absent once it is reverted
-INSERTED = {"srt/models/llama_eagle3.py": "_eagle3_debug_printed",
-            "srt/models/kimi_k25.py": "def set_eagle3_layers_to_capture"}
-
-
-def cluster_fixture(nodes: int = 1) -> Any:
-    """A module's cluster of `nodes` nodes; skips with the reason where Slurm cannot be had, and
-    fails as root with apt (CI), where `make test` installs it."""
-    @pytest.fixture(scope="module")
-    def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm.Cluster]:
-        reason = slurm.missing()
-        if reason:
-            if os.environ.get("CI") or (os.geteuid() == 0 and shutil.which("apt-get")):
-                pytest.fail(f"{reason}; as root with apt the Slurm tests must run: `make slurm-deps`")
-            pytest.skip(reason)
-        running = slurm.start(tmp_path_factory.mktemp("slurm") / "cluster", nodes)
-        before = {k: os.environ.get(k) for k in running.environ()}
-        os.environ.update(running.environ())  # the orch commands the cases start find the cluster through it
-        yield running
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        running.stop()
-    return cluster
-
+from support.cli import orch, records, start_orch, wait_for
+from support.cluster import INSERTED, cluster_fixture, slurm_project
+from support.processes import marked_processes
 
 cluster = cluster_fixture()
 
@@ -63,24 +33,6 @@ def clean(cluster: slurm.Cluster) -> Iterator[slurm.Cluster]:
     """Each case starts with an empty queue and leaves none of its jobs behind."""
     yield cluster
     cluster.cancel_all()
-
-
-def slurm_project(project: Path, cluster: slurm.Cluster, requests: int, nodes: int = 1) -> Path:
-    """The inventory's one host is the cluster (this machine its login node); the demo experiment's
-    `fixed` variant runs there on a free port with `requests` requests (over `nodes` nodes: one
-    job of them all, not exclusive)."""
-    options = "    options: [--exclusive]\n" if nodes == 1 else ""
-    (project / "inventory.yaml").write_text(
-        "hosts:\n  cluster:\n    transport: slurm\n    login: local\n"
-        f"    partition: {cluster.partition}\n    gpus_per_node: {slurm.GPUS}\n    time: \"10:00\"\n"
-        f"{options}    workdir: {project / 'shared'}\n    rehearsal: true\n")
-    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text().replace("hosts: [local]", "hosts: [cluster]")
-    text = text.replace("requests: 16", f"requests: {requests}").replace("port: 30000", f"port: {free_port()}")
-    if nodes > 1:
-        text = text.replace("ready_timeout: 120", f"ready_timeout: 120\nnodes: {nodes}")
-    spec = project / "experiments" / "eagle_debug.yaml"
-    spec.write_text(text)
-    return spec
 
 
 def assert_released_and_reverted(project: Path, cluster: slurm.Cluster, output: str) -> None:
@@ -106,7 +58,7 @@ def assert_ran_in_its_job(project: Path, cluster: slurm.Cluster, output: str) ->
 @pytest.mark.slow
 def test_the_rehearsal_experiment_runs_in_an_allocation_that_is_released(project, clean):
     spec = slurm_project(project, clean, requests=4)
-    done = orch(project, "run", str(spec), "--variant", "fixed")
+    done = orch(project, "run", str(spec), "--variant", "fixed", tests_on_path=True)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert_ran_in_its_job(project, clean, output)
@@ -115,7 +67,7 @@ def test_the_rehearsal_experiment_runs_in_an_allocation_that_is_released(project
 
 def test_an_interrupted_run_releases_the_allocation_and_reverts(project, clean):
     spec = slurm_project(project, clean, requests=400)
-    proc = start(project, "run", str(spec), "--variant", "fixed", "--no-preflight")
+    proc = start_orch(project, "run", str(spec), "--variant", "fixed", "--no-preflight", tests_on_path=True, new_session=True)
     before = wait_for(proc, "sending")
     # the launch's step lasts while the server it started lives (the batch step aside): seen running
     # past its first second (squeue counts whole seconds, and the rehearsal server is ready in less)
@@ -137,7 +89,7 @@ def test_an_interrupted_run_releases_the_allocation_and_reverts(project, clean):
 def test_a_run_waits_in_the_queue_behind_another_job_then_runs_and_releases(project, clean):
     blocker = clean.block()  # holds the node's 8 GPUs
     spec = slurm_project(project, clean, requests=4)
-    proc = start(project, "run", str(spec), "--variant", "fixed")
+    proc = start_orch(project, "run", str(spec), "--variant", "fixed", tests_on_path=True, new_session=True)
     before = wait_for(proc, "(Resources): waiting in the queue", 30)
     assert "pending" in before, before
     assert proc.poll() is None
@@ -198,7 +150,7 @@ def test_a_node_connection_runs_reads_and_writes_through_steps_and_says_when_the
 def test_ctrl_c_while_the_job_waits_in_the_queue_cancels_it(project, clean):
     blocker = clean.block()
     spec = slurm_project(project, clean, requests=4)
-    proc = start(project, "run", str(spec), "--variant", "fixed")
+    proc = start_orch(project, "run", str(spec), "--variant", "fixed", tests_on_path=True, new_session=True)
     before = wait_for(proc, "waiting in the queue", 30)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)

@@ -28,9 +28,9 @@ from orchestrator.host import lifecycle
 from orchestrator.host.session import HostSession
 from orchestrator.remote import slurm as slurm_transport
 from orchestrator.run import gang
-from test_crash import orch, records
-from test_interrupt import marked_processes, start, wait_for
-from test_slurm import INSERTED, cluster_fixture, slurm_project
+from support.cli import orch, records, start_orch, wait_for
+from support.cluster import INSERTED, cluster_fixture, slurm_project
+from support.processes import marked_processes
 
 cluster = cluster_fixture(nodes=2)
 
@@ -145,7 +145,7 @@ def assert_released_and_reverted(project: Path, cluster: slurm.Cluster, output: 
 @pytest.mark.slow  # ~8 s
 def test_a_dry_run_of_a_two_node_plan_checks_rank_0s_part_on_one_node(project, clean):
     spec = two_node_project(project, clean, requests=2)
-    done = orch(project, "run", str(spec), "--variant", "fixed", "--dry-run")
+    done = orch(project, "run", str(spec), "--variant", "fixed", "--dry-run", tests_on_path=True)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "nodes=2 on one Slurm job: a dry run checks rank 0's part only" in " ".join(output.split()), output
@@ -157,7 +157,7 @@ def test_a_dry_run_of_a_two_node_plan_checks_rank_0s_part_on_one_node(project, c
 @pytest.mark.slow
 def test_a_two_node_run_gets_one_job_of_two_nodes_and_releases_it(project, clean):
     spec = two_node_project(project, clean, requests=2)
-    done = orch(project, "run", str(spec), "--variant", "fixed")
+    done = orch(project, "run", str(spec), "--variant", "fixed", tests_on_path=True)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     [run] = records(project)
@@ -178,7 +178,7 @@ def test_a_two_node_run_gets_one_job_of_two_nodes_and_releases_it(project, clean
 @pytest.mark.slow
 def test_an_interrupted_two_node_run_releases_its_job_and_reverts_both_nodes(project, clean):
     spec = two_node_project(project, clean, requests=4000)
-    proc = start(project, "run", str(spec), "--variant", "fixed", "--no-preflight")
+    proc = start_orch(project, "run", str(spec), "--variant", "fixed", "--no-preflight", tests_on_path=True, new_session=True)
     before = wait_for(proc, "sending")
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
@@ -196,12 +196,12 @@ def test_a_sigkilled_two_node_run_is_cleaned_up_by_the_next_command(project, cle
     left, takes the lock and recovers node 0's folder and node 1's (`nodes/node2`): both stand-ins
     restored, the run interrupted with every node's patch rows reverted, nothing left in the queue."""
     spec = two_node_project(project, clean, requests=4000)
-    proc = start(project, "run", str(spec), "--variant", "fixed", "--no-preflight")
+    proc = start_orch(project, "run", str(spec), "--variant", "fixed", "--no-preflight", tests_on_path=True, new_session=True)
     before = wait_for(proc, "sending")
     proc.kill()
     proc.communicate(timeout=30)
     assert [line.split()[1] for line in clean.jobs()] == ["RUNNING"], before  # left behind
-    done = orch(project, "revert", "--host", "cluster")
+    done = orch(project, "revert", "--host", "cluster", tests_on_path=True)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "was left by a controller that died" in output, output

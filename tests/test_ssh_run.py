@@ -4,18 +4,16 @@ the rehearsal SGLang provisioned over SFTP and run as a real process there, a re
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import sshd
-from conftest import ROOT, free_port, group_alive
+from conftest import ROOT, free_port
+from support.cli import orch, read_until, record, start_orch
 from support.files import shipped, snapshot
+from support.processes import server_gone
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
 
@@ -40,51 +38,9 @@ def ssh_project(project: Path, server: sshd.Sshd, known_line: str | None = None)
     return workdir
 
 
-def orch(project: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(orch_command(*args), cwd=project, env=orch_env(project), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def orch_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "orchestrator.cli", *args]
-
-
-def orch_env(project: Path) -> dict[str, str]:
-    return {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
-            "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-
-
-def start_orch(project: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(orch_command(*args), cwd=project, env=orch_env(project), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def read_until(proc: subprocess.Popen, text: str, timeout: float = 120) -> str:
-    """Output lines up to and including the first holding `text`."""
-    deadline, seen = time.monotonic() + timeout, ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen += line
-        if text in line:
-            return seen
-    proc.kill()
-    raise AssertionError(f"no {text!r} in orch's output:\n{seen}")
-
-
-def record(project: Path, run: str = "last") -> dict:
-    return json.loads(orch(project, "show", run, "--json").stdout)
-
-
 def hidden_width(rec: dict) -> int:
     (shape,) = {d["fields"]["shape"] for d in rec["debug_lines"]}
     return int(shape.rstrip("])").split(",")[-1])
-
-
-def server_gone(workdir: Path, uid: str) -> bool:
-    """The run's process group is gone (the hosts here share this machine's processes)."""
-    return not group_alive(int((workdir / "runs" / uid / "pid").read_text()))
 
 
 def test_eagle_debug_over_ssh_gives_the_local_results_and_leaves_files_identical(project, box, tmp_path):
