@@ -113,6 +113,26 @@ def where(request, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         yield request.param
 
 
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory):
+    """The bad-input corpus's rehearsal host (support.corpus): a workdir with the rehearsal SGLang
+    installed (by a healthy dry run), and a port held by a listener; (workdir, placeholders)."""
+    from support.cli import orch_main
+    from support.corpus import build
+
+    workdir = tmp_path_factory.mktemp("corpus-host") / "work"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    places = {"@WORKDIR@": str(workdir), "@BUSY_PORT@": str(listener.getsockname()[1]),
+              "@CLOSED_PORT@": str(free_port()), "@PYTHON@": sys.executable, "@NOT_UTF8@": os.fsdecode(b"\xe9")}
+    project = build({"args": []}, tmp_path_factory.mktemp("corpus-install"), places)
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml", "--dry-run"])
+    assert (code, crash) == (0, None), out + err + (crash or "")
+    yield workdir, places
+    listener.close()
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A real PostgreSQL server for the session (tests/pg.py), stopped at its end. Skips with the

@@ -28,26 +28,18 @@ folder), @FREE_PORT@, @BUSY_PORT@ (a port held by a listener), @CLOSED_PORT@ (no
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
 import json
-import os
 import re
-import socket
-import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import ROOT, free_port
+from support.cli import orch_main
+from support.corpus import CORPUS, TEMPLATE, build, fill_in
+from support.files import modes_snapshot
 
-CORPUS = Path(__file__).parent / "bad_inputs"
-BASE = CORPUS / "base"
-TEMPLATE = ROOT / "templates" / "sglang_launch.sh.j2"
 KEYS = {"id", "experiment", "inventory", "files", "bytes", "sparse", "folders", "remove", "args", "global",
         "exit", "error", "anywhere"}
 
@@ -64,115 +56,15 @@ def load_cases() -> list[dict[str, Any]]:
 CASES = load_cases()
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory):
-    """The corpus's rehearsal host: a workdir with the rehearsal SGLang installed (by a healthy
-    dry run), and a port held by a listener."""
-    workdir = tmp_path_factory.mktemp("corpus-host") / "work"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    places = {"@WORKDIR@": str(workdir), "@BUSY_PORT@": str(listener.getsockname()[1]),
-              "@CLOSED_PORT@": str(free_port()), "@PYTHON@": sys.executable, "@NOT_UTF8@": os.fsdecode(b"\xe9")}
-    project = build({"args": []}, tmp_path_factory.mktemp("corpus-install"), places)
-    code, out, err, crash = orch(project, ["run", "exp.yaml", "--dry-run"])
-    assert (code, crash) == (0, None), out + err + (crash or "")
-    yield workdir, places
-    listener.close()
-
-
-def apply(base: str, change: Any) -> str:
-    """A file's text: the base, replaced (a text), edited and/or appended to (a mapping)."""
-    if change is None:
-        return base
-    if isinstance(change, str):
-        return change
-    text = base
-    for old, new in change.get("edit", []):
-        assert old in text, f"{old!r} is not in the base file"
-        text = text.replace(old, new, 1)
-    return text + change.get("append", "")
-
-
-def build(case: dict[str, Any], folder: Path, places: dict[str, str]) -> Path:
-    """The case's project folder: the base files, changed as the case says."""
-    project = folder / "project"
-    project.mkdir()
-    fill = lambda text: _fill(text, {**places, "@PROJECT@": str(project)})
-    (project / "templates").mkdir()
-    (project / "templates" / "launch.sh.j2").write_text(TEMPLATE.read_text())
-    (project / "exp.yaml").write_text(fill(apply((BASE / "experiment.yaml").read_text(), case.get("experiment"))))
-    (project / "inventory.yaml").write_text(fill(apply((BASE / "inventory.yaml").read_text(), case.get("inventory"))))
-    for name in case.get("remove", []):
-        (project / name).unlink()
-    for name in case.get("folders", []):
-        (project / name).mkdir(parents=True, exist_ok=True)
-    for name, text in case.get("files", {}).items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(fill(text))
-    for name, text in case.get("bytes", {}).items():
-        (project / name).write_bytes(fill(text).encode("latin-1"))
-    for name, size in case.get("sparse", {}).items():
-        with open(project / name, "wb") as f:
-            f.truncate(size)
-    return project
-
-
-def _fill(text: str, places: dict[str, str]) -> str:
-    text = text.replace("@FREE_PORT@", str(free_port()))
-    for name, value in places.items():
-        text = text.replace(name, value)
-    return text
-
-
-def orch(project: Path, args: list[str], global_args: list[str] | None = None) -> tuple[Any, str, str, str | None]:
-    """`orch ARGS` in this process, as the `orch` script runs it: (exit code, stdout, stderr, the
-    traceback of an exception that escaped main(), if one did)."""
-    from orchestrator import cli
-
-    if global_args is None:
-        global_args = ["--db", f"sqlite:///{project / 'orch.db'}", "--inventory", str(project / "inventory.yaml")]
-    out, err = io.StringIO(), io.StringIO()
-    old_argv, old_cwd = sys.argv, os.getcwd()
-    sys.argv = ["orch", *global_args, *args]
-    os.chdir(project)
-    code, crash = None, None
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code
-    except BaseException:  # what the `orch` script would print as a traceback
-        crash = traceback.format_exc()
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
-    return code, out.getvalue(), err.getvalue(), crash
-
-
-def snapshot(folder: Path) -> dict[str, tuple[Any, ...]]:
-    """Every file and folder under `folder` (bytecode caches aside): kind, mode, and a file's hash."""
-    if not folder.exists():
-        return {}
-    found: dict[str, tuple[Any, ...]] = {}
-    for p in sorted(folder.rglob("*")):
-        if "__pycache__" in p.parts:
-            continue
-        mode = p.lstat().st_mode
-        found[str(p.relative_to(folder))] = (("file", mode, hashlib.sha256(p.read_bytes()).hexdigest())
-                                             if p.is_file() else ("other", mode))
-    return found
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_bad_input(case: dict[str, Any], host, tmp_path: Path) -> None:
     workdir, places = host
     project = build(case, tmp_path, places)
-    fill = lambda text: _fill(text, {**places, "@PROJECT@": str(project)})
+    fill = lambda text: fill_in(text, {**places, "@PROJECT@": str(project)})
     args = [fill(a) for a in case["args"]]
     global_args = [fill(a) for a in case["global"]] if "global" in case else None
-    before = snapshot(workdir)
-    code, out, err, crash = orch(project, args, global_args)
+    before = modes_snapshot(workdir)
+    code, out, err, crash = orch_main(project, args, global_args)
     shown = f"{case['source']} {case['id']}: exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
     assert crash is None, shown
     assert "Traceback" not in out + err, shown
@@ -183,20 +75,20 @@ def test_bad_input(case: dict[str, Any], host, tmp_path: Path) -> None:
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), shown
     assert any(re.search(fill(case["error"]), line) for line in lines), shown
-    assert snapshot(workdir) == before, shown
+    assert modes_snapshot(workdir) == before, shown
 
 
 def test_the_base_experiment_runs_and_succeeds(host, tmp_path: Path) -> None:
     """The corpus's base is healthy: a real run of it succeeds, so every case fails by its own change."""
     workdir, places = host
     project = build({"args": []}, tmp_path, places)
-    code, out, err, crash = orch(project, ["run", "exp.yaml"])
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml"])
     assert (code, crash) == (0, None), out + err + (crash or "")
     assert "succeeded" in out and not err.strip()
     # `expect` may name exactly the metrics a run records
     from orchestrator.core import plancheck
 
-    code, shown, _, _ = orch(project, ["show", "last", "--json"])
+    code, shown, _, _ = orch_main(project, ["show", "last", "--json"])
     assert set(json.loads(shown)["metrics"]) == set(plancheck.METRICS)
 
 
@@ -211,7 +103,7 @@ def render(host, tmp_path: Path, case: dict[str, Any], *args: str) -> str:
     """`orch render` of the base changed as `case` says; its output (it must succeed)."""
     workdir, places = host
     project = build({"args": [], **case}, tmp_path, places)
-    code, out, err, crash = orch(project, ["render", "exp.yaml", *args])
+    code, out, err, crash = orch_main(project, ["render", "exp.yaml", *args])
     assert (code, crash, err) == (0, None, ""), out + err + (crash or "")
     return out
 

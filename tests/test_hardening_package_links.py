@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from test_bad_inputs import build, host, orch, snapshot  # noqa: F401 (host: the corpus's rehearsal host)
+from support.cli import orch_main
+from support.corpus import build
+from support.files import modes_snapshot
 
 
 def test_a_patch_target_through_a_folder_link_out_of_the_package_is_refused(host, tmp_path):
@@ -19,14 +21,14 @@ def test_a_patch_target_through_a_folder_link_out_of_the_package_is_refused(host
     models.symlink_to(elsewhere)
     try:
         project = build({"args": []}, tmp_path, places)
-        before, outside = snapshot(workdir), {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()}
-        code, out, err, crash = orch(project, ["run", "exp.yaml"])
+        before, outside = modes_snapshot(workdir), {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()}
+        code, out, err, crash = orch_main(project, ["run", "exp.yaml"])
         shown = f"exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
         assert crash is None and "Traceback" not in out + err, shown
         assert code == 2, shown
         said = " ".join((out + err).split())
         assert f"leads to {elsewhere}/llama_eagle3.py, outside the package folder {package.resolve()} (through a symlink)" in said, shown
-        assert snapshot(workdir) == before, shown
+        assert modes_snapshot(workdir) == before, shown
         assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()} == outside
     finally:
         models.unlink()
@@ -44,12 +46,12 @@ def test_a_patched_file_that_is_a_symlink_stays_one_after_the_run(host, tmp_path
     try:
         project = build({"args": []}, tmp_path, places)
         original = real.read_bytes()
-        code, out, err, crash = orch(project, ["run", "exp.yaml"])
+        code, out, err, crash = orch_main(project, ["run", "exp.yaml"])
         shown = f"exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
         assert crash is None and code == 0, shown
         assert link.is_symlink() and link.readlink().as_posix() == real.name, shown
         assert real.read_bytes() == original and not real.is_symlink()
-        record = json.loads(orch(project, ["show", "last", "--json"])[1])
+        record = json.loads(orch_main(project, ["show", "last", "--json"])[1])
         assert [p["file"] for p in record["patches"]] == [str(real)], record["patches"]  # the link never replaced
     finally:
         link.unlink()

@@ -13,7 +13,9 @@ from orchestrator.core.inventory import Host
 from orchestrator.errors import HostError
 from orchestrator.remote.local import LocalConnection
 
-from test_bad_inputs import build, host, orch, snapshot  # noqa: F401 (host: the corpus's rehearsal host)
+from support.cli import orch_main
+from support.corpus import build
+from support.files import modes_snapshot
 
 
 @pytest.fixture
@@ -37,8 +39,8 @@ def test_a_patch_into_a_read_only_package_folder_is_one_line_exit_3(host, read_o
     workdir, places = host
     project = build({"args": []}, tmp_path, places)
     target = read_only_package / "srt" / "models" / "llama_eagle3.py"
-    before = snapshot(workdir)
-    code, out, err, crash = orch(project, ["run", "exp.yaml"])
+    before = modes_snapshot(workdir)
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml"])
     shown = f"exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
     assert crash is None and "Traceback" not in out + err, shown
     assert code == 3, shown
@@ -47,7 +49,7 @@ def test_a_patch_into_a_read_only_package_folder_is_one_line_exit_3(host, read_o
     assert (f"run 1 failed: local: cannot write {target.parent} (a read-only file system, or no write "
             f"permission), so patch 'debug-print' cannot change {target}; nothing was changed; make the folder "
             "writable, or install the package where orch may write") in said, shown
-    assert snapshot(workdir) == before, shown  # no journal folder, no saved original, no temporary file
+    assert modes_snapshot(workdir) == before, shown  # no journal folder, no saved original, no temporary file
 
 
 def test_a_local_write_into_a_read_only_folder_is_a_host_error(read_only_package):

@@ -15,7 +15,9 @@ import pytest
 
 from orchestrator.core import render
 from orchestrator.errors import SpecError
-from test_bad_inputs import build, host, orch, snapshot  # noqa: F401 (host: the corpus's rehearsal host)
+from support.cli import orch_main
+from support.corpus import build
+from support.files import modes_snapshot
 
 SECRET = "SECRET-FROM-OUTSIDE"
 
@@ -29,14 +31,14 @@ def one_line(exc: pytest.ExceptionInfo[SpecError]) -> str:
 def refused_run(host, project: Path, args: list[str] | None = None) -> str:
     """`orch run exp.yaml --dry-run` in `project`: exit 2, one error line (returned), the host unchanged."""
     workdir, _ = host
-    before = snapshot(workdir)
-    code, out, err, crash = orch(project, args or ["run", "exp.yaml", "--dry-run"])
+    before = modes_snapshot(workdir)
+    code, out, err, crash = orch_main(project, args or ["run", "exp.yaml", "--dry-run"])
     shown = f"exit {code}\nstdout:\n{out}\nstderr:\n{err}\n{crash or ''}"
     assert crash is None and code == 2, shown
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), shown
     assert SECRET not in out + err
-    assert snapshot(workdir) == before
+    assert modes_snapshot(workdir) == before
     return lines[0]
 
 
@@ -136,7 +138,7 @@ def test_a_folder_named_under_template_folders_is_trusted(host, tmp_path, where)
     project = outside_template(host, tmp_path, link=True)
     file = project / ("exp.yaml" if where == "experiment" else "inventory.yaml")
     file.write_text(file.read_text() + "template_folders: [../shared]\n")
-    code, out, err, crash = orch(project, ["run", "exp.yaml", "--dry-run"])
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml", "--dry-run"])
     assert (code, crash) == (0, None), out + err + (crash or "")
 
 

@@ -13,7 +13,8 @@ from rich.console import Console
 
 from orchestrator.cli import live, text, ui
 from orchestrator.host.facts import Gpu, HostFacts
-from test_bad_inputs import build, host, orch, snapshot  # noqa: F401 (host: the corpus's rehearsal host)
+from support.cli import orch_main
+from support.corpus import build
 
 # set the title, colour, bell, overprint the line, erase back, clear the screen (C1 CSI), markup
 HOSTILE = "\x1b]0;owned\x07\x1b[31mred\r\x08[bold]fake[/bold] \x9b2J\x00end"
@@ -124,9 +125,9 @@ def test_a_runs_hostile_debug_line_and_error_print_visible_in_show(host, tmp_pat
     project = build({"experiment": {"edit": [['print("[CORPUS-DEBUG] reached", flush=True)',
                                               f'print("[CORPUS-DEBUG] {hostile}", flush=True)']]}, "args": []},
                     tmp_path, places)
-    code, out, err, crash = orch(project, ["run", "exp.yaml"])
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml"])
     assert (code, crash) == (0, None), out + err + (crash or "")
-    code, out, err, crash = orch(project, ["show", "last"])
+    code, out, err, crash = orch_main(project, ["show", "last"])
     assert (code, crash) == (0, None), out + err + (crash or "")
     printed = clean(out + err)
     assert "[CORPUS-DEBUG] \\x1b]0;owned\\x07\\x1b[31m[bold]fake[/bold]\\rX\\x08" in printed

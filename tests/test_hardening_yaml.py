@@ -12,7 +12,9 @@ import pytest
 
 from orchestrator.core import yamlfile
 from orchestrator.errors import SpecError
-from test_bad_inputs import build, host, orch, snapshot  # noqa: F401 (host: the corpus's rehearsal host)
+from support.cli import orch_main
+from support.corpus import build
+from support.files import modes_snapshot
 
 
 def billion_laughs(levels: int = 9) -> str:
@@ -88,11 +90,11 @@ def test_hostile_yaml_in_an_orch_command_is_one_line_exit_2_and_changes_nothing(
     text, _ = HOSTILE[name]
     project = build({where: {"append": text}, "args": []}, tmp_path, places)
     file = "exp.yaml" if where == "experiment" else "inventory.yaml"
-    before = snapshot(workdir)
-    code, out, err, crash = orch(project, ["run", "exp.yaml"])
+    before = modes_snapshot(workdir)
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml"])
     shown = f"exit {code}\nstdout:\n{out}\nstderr:\n{err[:2000]}\n{crash or ''}"
     assert crash is None and code == 2, shown
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) < 400, shown
     assert re.search(rf"{re.escape(str(project / file))}:\d+: ", lines[0]) or f"{file}:" in lines[0], shown
-    assert snapshot(workdir) == before
+    assert modes_snapshot(workdir) == before

@@ -26,7 +26,7 @@ from orchestrator.run import execute
 from orchestrator.core import inventory as inventories, plancheck, render, spec as specs
 from orchestrator.engines.sglang import rehearsal as sim
 from orchestrator.errors import SpecError
-from test_bad_inputs import orch
+from support.cli import orch_main
 
 SGLANG_REHEARSAL = engines.get("sglang").rehearsal()
 
@@ -227,7 +227,7 @@ def test_a_hostile_patch_file_path_is_not_found_and_runs_nothing(tmp_path, kind)
         "    rehearsal: true\n")
     (project / "exp.yaml").write_text(experiment().replace(
         "    file: sglang:srt/models/llama_eagle3.py\n", f"    file: {json.dumps('sglang:srt/' + value)}\n"))
-    code, out, err, crash = orch(project, ["run", "exp.yaml", "--dry-run"])
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml", "--dry-run"])
     assert (code, crash) == (2, None), out + err
     [line] = err.splitlines()
     assert line.startswith("error: ") and "debug-print" in line, line
@@ -276,16 +276,16 @@ def check_hostile_run(project: Path, workdir: str, value: str, odd_file: Path, c
 
     exp = project / "exp.yaml"
     exp.write_text(exp.read_text().replace("@PORT@", str(free_port())))
-    code, out, err, crash = orch(project, ["run", "exp.yaml"])
+    code, out, err, crash = orch_main(project, ["run", "exp.yaml"])
     assert (code, crash) == (0, None), out + err + (crash or "")
-    code, shown, _, _ = orch(project, ["show", "last", "--json"])
+    code, shown, _, _ = orch_main(project, ["show", "last", "--json"])
     record = json.loads(shown)
     assert record["status"] == "succeeded"
     # the patch's text and the env value (through the launch script and the server's environment),
     # printed by the patched code as it ran
     texts = {d["text"] for d in record["debug_lines"]}
     assert len(texts) == 1 and texts.pop().endswith(f"text={value!r} value={value!r}"), texts
-    code, log, _, _ = orch(project, ["logs", "last"])
+    code, log, _, _ = orch_main(project, ["logs", "last"])
     assert f"served_model_name={value!r}" in log  # the server argument, as SGLang's server_args line prints it
     # the checkpoint, pushed to the hostile destination, hostile file name and all, bytes intact
     pushed = Path(workdir) / "ck" / "draft;$(touch {c}) `touch {c}` 'q\" *".format(c=canary)

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.core import inventory, shell
 from orchestrator.errors import SpecError
-from test_bad_inputs import orch
+from support.cli import orch_main
 
 GOOD = """hosts:
   cluster:
@@ -78,6 +78,6 @@ def test_a_bad_key_is_one_line_with_file_and_line(tmp_path, change, line, messag
 
 def test_orch_says_a_bad_entry_in_one_line_and_exits_2(tmp_path):
     (tmp_path / "inventory.yaml").write_text(GOOD.replace("time: \"2:00:00\"", "time: 1.5"))
-    code, _out, err, crash = orch(tmp_path, ["hosts"])
+    code, _out, err, crash = orch_main(tmp_path, ["hosts"])
     assert crash is None and code == 2, err
     assert err.strip().count("\n") == 0 and "is not a Slurm time limit" in err, err
