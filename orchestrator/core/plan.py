@@ -6,7 +6,7 @@ import dataclasses
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,20 @@ from . import datasets, readers, workloads
 from .experiment import Spec, Variant
 from .patchdefs import PatchDef
 from .workloads import WORKLOAD_PREFIX, Workload
+
+
+DEFAULT_PORT = 30000  # where a plan without a `port` param serves
+
+
+def tp_size_of(params: Mapping[str, Any]) -> int:
+    """The tensor-parallel size params ask for (1 when unset or empty): the one reading of `tp_size`
+    (a whole number: plancheck saw to it)."""
+    return int(params.get("tp_size", 1) or 1)
+
+
+def port_of(params: Mapping[str, Any]) -> int:
+    """The port params ask for: the one reading of `port`."""
+    return int(params.get("port", DEFAULT_PORT))
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,10 @@ class RunPlan:
     fresh_server: bool = False  # launch a server of its own even when another plan's could serve it
     server_key: str = ""  # plans with the same key can use one server in turn (plankey.server_key)
     nodes: int = 1  # hosts the run spans (run/multinode.py); > 1: a fresh server, never reused
+
+    @property
+    def tp_size(self) -> int:
+        return tp_size_of(self.params)
 
     @property
     def key(self) -> str:

@@ -17,7 +17,8 @@ from .defaults import (DEFAULT_DEBUG_PATTERN as DEFAULT_DEBUG_PATTERN, HOST_SPEC
 from .experiment import Spec as Spec, Variant as Variant
 from .patchdefs import PATCH_ACTIONS as PATCH_ACTIONS, PatchDef as PatchDef
 from .plan import PLAIN_NUMBER as PLAIN_NUMBER, RunPlan as RunPlan, expand as expand, literal as literal
-from .plan import parse_overrides as parse_overrides
+from .plan import DEFAULT_PORT as DEFAULT_PORT, parse_overrides as parse_overrides, port_of as port_of
+from .plan import tp_size_of as tp_size_of
 from .readers import ENV_NAME as ENV_NAME
 from .workloads import (ENDPOINTS as ENDPOINTS, WORKLOAD_FIELDS as WORKLOAD_FIELDS, WORKLOAD_KEYS as WORKLOAD_KEYS,
                         WORKLOAD_PREFIX as WORKLOAD_PREFIX, Workload as Workload)

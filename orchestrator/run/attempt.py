@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core.secrets import hide
-from orchestrator.core.spec import RunPlan, Spec
+from orchestrator.core.spec import RunPlan, Spec, tp_size_of
 from orchestrator.engines.base import Engine
 from orchestrator.host import server
 from orchestrator.host.push import Progress
@@ -152,7 +152,7 @@ class Attempt:
     def gpus(self) -> str:
         """The run's GPUs as a row shows them: the visible devices when pinned, else how many."""
         return str(self.context.get("gpus") or self.context["env"].get("CUDA_VISIBLE_DEVICES")
-                   or f"{self.context['params'].get('tp_size', 1) or 1} (any)")
+                   or f"{tp_size_of(self.context['params'])} (any)")
 
     def say(self, text: str) -> None:
         self.reporter.message(self.label, text)

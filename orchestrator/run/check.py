@@ -15,7 +15,7 @@ from orchestrator.core import render
 from orchestrator.errors import OrchError, PatchError
 from orchestrator.core.inventory import Host
 from orchestrator.host.session import HostSession
-from orchestrator.core.spec import RunPlan, Spec
+from orchestrator.core.spec import RunPlan, Spec, port_of
 
 
 async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> list[dict[str, Any]]:
@@ -49,7 +49,7 @@ async def _check_one(spec: Spec, plan: RunPlan, session: HostSession) -> dict[st
     script = render.launch_script(spec.template, context)
     flag_findings = await engine.launch_findings(session, script, spec.template)
     flag_findings += await tool.findings(engine, session, spec, plan.workload or spec.workload,
-                                         int(context["params"].get("port", 30000)))
+                                         port_of(context["params"]))
     overlay: dict[str, Path] = await stages.local_checkpoints(spec, context)
     found = await engine.preflight(session, script, context["env"], plan.patches, overlay, plan.allow)
     params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}

@@ -344,7 +344,7 @@ def _port(attempt: Attempt) -> int:
 
 
 def _port_of(context: dict[str, Any]) -> int:
-    return int(context["params"].get("port", 30000))
+    return specs.port_of(context["params"])
 
 
 def _workload_said(load: specs.Workload) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 
 from orchestrator import remote
 from orchestrator.core.inventory import Host
-from orchestrator.core.spec import RunPlan
+from orchestrator.core.spec import RunPlan, port_of
 from orchestrator.engines.base import Diagnosis, Engine
 from orchestrator.errors import HostError, OrchError, ServerError, SpecError
 from orchestrator.host import occupancy, patchcheck, server
@@ -70,7 +70,7 @@ def described(lead: HostSession, nodes: Nodes) -> str:
 
 def gpus_per_node(plan: RunPlan) -> int:
     """The GPUs each node gives the run: its tensor-parallel size split over its nodes."""
-    tp = int(plan.params.get("tp_size", 1) or 1)
+    tp = plan.tp_size
     if tp % plan.nodes:
         raise SpecError(f"variant '{plan.variant}': tp_size={tp} does not split over nodes={plan.nodes}; "
                         "make tp_size a multiple of nodes")
@@ -262,7 +262,7 @@ async def _cut_short_launch(peer: Attempt) -> None:
     except FileNotFoundError:
         return
     if pid.isdigit():
-        port = int(peer.context["params"].get("port", 30000))
+        port = port_of(peer.context["params"])
         peer.serving = serving.Serving(peer, server.Server(run_dir, int(pid), port), users=[peer.run])
 
 

@@ -35,14 +35,11 @@ from dataclasses import dataclass
 
 from orchestrator import remote
 from orchestrator.core.inventory import Host
-from orchestrator.core.spec import PatchDef, RunPlan
+from orchestrator.core.spec import PatchDef, RunPlan, port_of
 from orchestrator.host import overlay
 
-DEFAULT_PORT = 30000
-
-
 def tp_size(plan: RunPlan) -> int:
-    return int(plan.params.get("tp_size", 1) or 1)
+    return plan.tp_size
 
 
 def able(host: Host, plan: RunPlan) -> bool:
@@ -155,7 +152,7 @@ class Slots:
 
     def _port(self, plan: RunPlan, index: int) -> int:
         held = self._held()
-        port = int(plan.params.get("port", DEFAULT_PORT)) + index  # a whole number: plancheck saw to it
+        port = port_of(plan.params) + index
         while port in held:
             port += 1
         return port
