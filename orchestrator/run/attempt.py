@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core.secrets import hide
-from orchestrator.core.spec import RunPlan, Spec, tp_size_of
+from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.engines.base import Engine
 from orchestrator.host import server
 from orchestrator.host.push import Progress
 from orchestrator.host.session import HostSession
+from . import launch as launches
+from .launch import Launch
 
 if TYPE_CHECKING:
     from orchestrator.store.database import Run, Store
@@ -140,6 +142,15 @@ class Attempt:
     node: int = 0  # its node rank in a run over several hosts (multinode.py); 0 for every other run
     peers: list[Attempt] = field(default_factory=list)  # rank 0's: the run on each other node, in rank order
     asked: dict[str, Any] = field(default_factory=dict)  # the command's options as the engine parses them (effective.py)
+    launch: Launch = field(init=False)  # the context read once into typed fields; what the stages read
+
+    def __post_init__(self) -> None:
+        self.launch = launches.of(self.context)
+
+    def rendered(self, context: dict[str, Any], script: str) -> None:
+        """The launch rendered anew (another port): its context, its script and their reading."""
+        self.context, self.script = context, script
+        self.launch = launches.of(context)
 
     def enter(self, stage: Stage) -> None:
         self.stage = stage
@@ -151,8 +162,7 @@ class Attempt:
     @property
     def gpus(self) -> str:
         """The run's GPUs as a row shows them: the visible devices when pinned, else how many."""
-        return str(self.context.get("gpus") or self.context["env"].get("CUDA_VISIBLE_DEVICES")
-                   or f"{tp_size_of(self.context['params'])} (any)")
+        return self.launch.gpus
 
     def say(self, text: str) -> None:
         self.reporter.message(self.label, text)

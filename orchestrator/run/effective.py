@@ -12,7 +12,7 @@ from .attempt import Attempt
 
 async def asked(attempt: Attempt) -> None:
     """The launch command's options as the host's engine parses them, kept for the comparison."""
-    attempt.asked = await attempt.engine.launch_args(attempt.session, attempt.script, attempt.context["env"])
+    attempt.asked = await attempt.engine.launch_args(attempt.session, attempt.script, attempt.launch.env)
 
 
 def record(attempt: Attempt, report: LogReport, log: bytes) -> None:

@@ -236,8 +236,8 @@ def _workload_params(spec: Spec, plan: RunPlan) -> dict[str, Any]:
 async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
     """Everything before the workload of a run that launches its own server: flags, host, checkpoints,
     preflight, patches, launch, readiness. `attempt.serving` is set as soon as the server is started."""
-    spec, session, store, run, context = attempt.spec, attempt.session, attempt.store, attempt.run, attempt.context
-    host, env, engine = session.host, context["env"], attempt.engine
+    spec, session, store, run = attempt.spec, attempt.session, attempt.store, attempt.run
+    host, env, engine = session.host, attempt.launch.env, attempt.engine
     attempt.enter(Stage.CHECK_FLAGS)
     await engine.check_launch(session, attempt.script, spec.template, attempt.says, attempt.label)
     await effective.asked(attempt)
@@ -286,7 +286,7 @@ async def _launch_and_wait(attempt: Attempt, port: int, relaunched: bool = False
     with its other nodes, so it fails at once)."""
     session, store, run = attempt.session, attempt.store, attempt.run
     attempt.enter(Stage.LAUNCH)
-    srv = await server.launch(session.conn, attempt.context["run"]["dir"], attempt.script, port, attempt.secrets)
+    srv = await server.launch(session.conn, attempt.launch.run_dir, attempt.script, port, attempt.secrets)
     held = serving.launched(attempt, srv)
     store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")
     await multinode.launch(attempt, port)
@@ -315,8 +315,9 @@ async def _move_to_a_free_port(attempt: Attempt, taken: int) -> int:
                         f"found with {session.host.python} ({done.err.strip()[-200:]}); give the run a free port "
                         "(--set port=N)")
     await occupancy.ensure_free(session.conn, session.host, port, 0, None, True)  # nobody took it since
-    attempt.context["port"] = attempt.context["params"]["port"] = port
-    attempt.script = render.launch_script(spec.template, attempt.context)
+    context = attempt.context
+    context["port"] = context["params"]["port"] = port
+    attempt.rendered(context, render.launch_script(spec.template, context))
     attempt.run = attempt.store.update_run(attempt.run, params={**attempt.run.params, "port": port},
                                            command=hide(attempt.script, attempt.secrets))
     attempt.store.event(attempt.run, "port-relaunch", f"relaunched on port {port}, free on the host now")
@@ -329,7 +330,7 @@ async def _ensure_room(attempt: Attempt) -> None:
     journal under the workdir (a copy of each file it patches), and each patched file's new text."""
     session = attempt.session
     needs = {session.host.workdir: diskspace.RUN_FLOOR_BYTES}
-    if overlay.PARAM not in attempt.context["params"]:  # an isolated run writes its copy under the workdir
+    if not attempt.launch.isolated:  # an isolated run writes its copy under the workdir
         for patch in attempt.plan.patches:
             file = await session.resolve(patch)
             found = await session.conn.stat(file)
@@ -340,7 +341,7 @@ async def _ensure_room(attempt: Attempt) -> None:
 
 
 def _port(attempt: Attempt) -> int:
-    return _port_of(attempt.context)
+    return attempt.launch.port
 
 
 def _port_of(context: dict[str, Any]) -> int:
@@ -369,7 +370,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     those hosts too, rank 0 on `session`'s (`multinode.py`; no reuse)."""
     reuse = kept.take() if kept is not None else None
     attempt = _attempt(spec, plan, session, store, reporter, reuse, nodes)
-    host, engine, run, context = session.host, attempt.engine, attempt.run, attempt.context
+    host, engine, run = session.host, attempt.engine, attempt.run
     attempt.known(run=run.id, gpus=attempt.gpus, engine=spec.engine, plan=plan.key)  # its live table row
     attempt.say(f"run {run.id} ({run.uid}) started")
     status, error, evidence, exit_code = FAILED, None, (), 1
@@ -416,7 +417,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
             nonlocal run, status, error, exit_code
             attempt.reporter = _unfailing(attempt.reporter)  # a closed terminal or pipe loses lines, not the cleanup
             if attempt.serving is None and attempt.stage in _LAUNCHING:  # cancelled while the launch command ran
-                found = await _launched(session, context["run"]["dir"], _port(attempt))
+                found = await _launched(session, attempt.launch.run_dir, _port(attempt))
                 if found is not None:
                     serving.launched(attempt, found)
             held = attempt.serving

@@ -30,7 +30,7 @@ from typing import Any
 
 from orchestrator import remote
 from orchestrator.core.inventory import Host
-from orchestrator.core.spec import RunPlan, port_of
+from orchestrator.core.spec import RunPlan, tp_size_of
 from orchestrator.engines.base import Diagnosis, Engine
 from orchestrator.errors import HostError, OrchError, ServerError, SpecError
 from orchestrator.host import occupancy, patchcheck, server
@@ -70,7 +70,7 @@ def described(lead: HostSession, nodes: Nodes) -> str:
 
 def gpus_per_node(plan: RunPlan) -> int:
     """The GPUs each node gives the run: its tensor-parallel size split over its nodes."""
-    tp = plan.tp_size
+    tp = tp_size_of(plan.params)
     if tp % plan.nodes:
         raise SpecError(f"variant '{plan.variant}': tp_size={tp} does not split over nodes={plan.nodes}; "
                         "make tp_size a multiple of nodes")
@@ -129,7 +129,7 @@ async def check_flags(lead: Attempt) -> None:
 async def check_hosts(lead: Attempt, port: int) -> None:
     async def one(peer: Attempt) -> None:
         for problem in await occupancy.ensure_free(peer.session.conn, peer.session.host, port,
-                                                   gpus_per_node(peer.plan), peer.context["env"].get("CUDA_VISIBLE_DEVICES"),
+                                                   gpus_per_node(peer.plan), peer.launch.visible,
                                                    peer.spec.allow_busy_gpus):
             peer.store.event(peer.run, "busy-gpus-allowed", f"node {peer.node}: orch run --allow-busy-gpus: {problem}")
             peer.warn(f"{problem} (--allow-busy-gpus)")
@@ -153,7 +153,7 @@ async def patch(lead: Attempt, prepare: Callable[[HostSession, RunPlan], Awaitab
 
 async def launch(lead: Attempt, port: int) -> None:
     async def one(peer: Attempt) -> None:
-        srv = await server.launch(peer.session.conn, peer.context["run"]["dir"], peer.script, port, peer.secrets)
+        srv = await server.launch(peer.session.conn, peer.launch.run_dir, peer.script, port, peer.secrets)
         peer.serving = serving.Serving(peer, srv, users=[peer.run])
         peer.store.event(peer.run, "node-launched", f"node {peer.node} on {peer.session.host.name}: pid {srv.pgid} "
                          f"in {srv.run_dir}")
@@ -256,13 +256,13 @@ async def stop(lead: Attempt) -> list[tuple[Attempt, bytes]]:
 
 async def _cut_short_launch(peer: Attempt) -> None:
     """The server a launch cut short may have started: its wrapper's pid file says so."""
-    run_dir = peer.context["run"]["dir"]
+    run_dir = peer.launch.run_dir
     try:
         pid = (await peer.session.conn.read_file(f"{run_dir}/pid")).decode().strip()
     except FileNotFoundError:
         return
     if pid.isdigit():
-        port = port_of(peer.context["params"])
+        port = peer.launch.port
         peer.serving = serving.Serving(peer, server.Server(run_dir, int(pid), port), users=[peer.run])
 
 

@@ -13,12 +13,12 @@ async def gate(attempt: Attempt) -> None:
     """Findings stored and reported; errors raise, except those the experiment allows (still
     reported and stored, marked allowed)."""
     from orchestrator.store.database import FindingRow
-    spec, plan, store, run, context = attempt.spec, attempt.plan, attempt.store, attempt.run, attempt.context
+    spec, plan, store, run = attempt.spec, attempt.plan, attempt.store, attempt.run
     if not spec.preflight:
         store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")
         attempt.say("preflight skipped (--no-preflight)")
         return
-    findings = await attempt.engine.preflight(attempt.session, attempt.script, context["env"], plan.patches,
+    findings = await attempt.engine.preflight(attempt.session, attempt.script, attempt.launch.env, plan.patches,
                                               None, plan.allow)
     store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
     for f in findings:

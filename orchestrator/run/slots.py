@@ -35,11 +35,12 @@ from dataclasses import dataclass
 
 from orchestrator import remote
 from orchestrator.core.inventory import Host
-from orchestrator.core.spec import PatchDef, RunPlan, port_of
+from orchestrator.core.spec import PatchDef, RunPlan, port_of, tp_size_of
 from orchestrator.host import overlay
 
+
 def tp_size(plan: RunPlan) -> int:
-    return plan.tp_size
+    return tp_size_of(plan.params)
 
 
 def able(host: Host, plan: RunPlan) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core import patching, shell
 from orchestrator.errors import HostError
 from orchestrator.core.spec import Spec
-from orchestrator.host import checkpoint, overlay, server
+from orchestrator.host import checkpoint, overlay, server, treelock
 from orchestrator.host.journal import APPLIED, DRIFTED, REVERTED
 from orchestrator.host.patchcheck import Prepared
 from . import sharing, slots
@@ -28,7 +28,7 @@ async def push_checkpoints(attempt: Attempt) -> None:
     spec = attempt.spec
     if not spec.checkpoints:
         return
-    pushed = await checkpoint.push_for_run(spec.checkpoints, attempt.session.conn, attempt.context["checkpoints"],
+    pushed = await checkpoint.push_for_run(spec.checkpoints, attempt.session.conn, attempt.launch.checkpoints,
                                            lambda name: attempt.reporter.transfer(f"{attempt.label} {name}"))
     for prepared, result in pushed:
         attempt.store.add(CheckpointRow(
@@ -53,11 +53,13 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
     written when another run on the host has the same patch set applied (`sharing.py`); an
     isolated run's go to its own copy of their packages instead (`slots.py`)."""
     from orchestrator.store.database import PatchRow
-    if overlay.PARAM in attempt.context["params"]:
+    if attempt.launch.isolated:
         return await _patch_a_copy(attempt, prepared)
     if await sharing.join(attempt):
         return
     await _ensure_writable(attempt, prepared)
+    await treelock.hold(attempt.session, [(p, f) for p, f, _, _ in prepared], attempt.run.uid,
+                        attempt.spec.lock_wait_s, attempt.says)  # a tree shared by workdirs
     shared = sharing.begin(attempt, prepared)
     rows: list[PatchRow] | None = None
     try:
@@ -100,7 +102,7 @@ async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
     holding its patched text and the original text of that set's files (`host/overlay.py`)."""
     from orchestrator.store.database import PatchRow
     session, store, run = attempt.session, attempt.store, attempt.run
-    site = attempt.context["params"][overlay.PARAM]
+    site = attempt.launch.site
     texts = await sharing.originals(session)  # resolves the in-place set's targets: their packages are known
     for _, file, _, after in prepared:
         texts[file] = after  # prepared from the original text (`execute.prepare_patches`)
@@ -118,7 +120,7 @@ async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
 async def _remove_copy(attempt: Attempt, owner: Attempt, users: Sequence[Run]) -> list[str]:
     """An isolated run's revert: its copy removed (the installed files never changed)."""
     from orchestrator.store.database import PatchRow
-    site = owner.context["params"][overlay.PARAM]
+    site = owner.launch.site
     await overlay.remove(attempt.session.conn, site)
     rows = attempt.store.children(owner.run, PatchRow)
     for user in users:
@@ -150,7 +152,7 @@ async def revert_patches(attempt: Attempt, owner: Attempt | None = None, also: S
     patches they are; `also`: the other runs that used that server (their patch states are set too)."""
     host, store, run = attempt.session.host.name, attempt.store, attempt.run
     owner = owner or attempt
-    if overlay.PARAM in owner.context["params"]:
+    if owner.launch.isolated:
         return await _remove_copy(attempt, owner, [owner.run, *also])
     shared = sharing.leave(owner)
     if shared == sharing.KEPT:

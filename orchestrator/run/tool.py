@@ -16,7 +16,6 @@ from orchestrator.core import shell
 from orchestrator.core.spec import Spec, Workload
 from orchestrator.engines.base import Engine, LogReport, Measures, ToolCommand
 from orchestrator.errors import SpecError, WorkloadError
-from orchestrator.host import overlay
 from orchestrator.host.session import HostSession
 from .attempt import Attempt
 
@@ -44,7 +43,7 @@ async def command(engine: Engine, session: HostSession, spec: Spec, load: Worklo
 
 async def check(attempt: Attempt, load: Workload, port: int) -> None:
     """The tool and its arguments checked (read-only on the host); warnings told."""
-    found = await command(attempt.engine, attempt.session, attempt.spec, load, attempt.context["run"]["dir"], port)
+    found = await command(attempt.engine, attempt.session, attempt.spec, load, attempt.launch.run_dir, port)
     for warning in found.warnings:
         attempt.warn(warning)
 
@@ -66,10 +65,10 @@ async def run(attempt: Attempt, load: Workload, port: int, metrics: dict[str, An
     """Run the tool to its end; `metrics` gains `workload_s`. A tool that fails or writes no
     numbers fails the run (WorkloadError, its output's last line in the message)."""
     session, host, engine = attempt.session, attempt.session.host, attempt.engine
-    run_dir = attempt.context["run"]["dir"]
+    run_dir = attempt.launch.run_dir
     found = await command(engine, session, attempt.spec, load, run_dir, port)
-    env = {k: v for k, v in attempt.context["env"].items() if k not in attempt.secrets}
-    site = attempt.context["params"].get(overlay.PARAM)  # an isolated run's patched copy comes first
+    env = {k: v for k, v in attempt.launch.env.items() if k not in attempt.secrets}
+    site = attempt.launch.site  # an isolated run's patched copy comes first
     rest = [p for p in env.pop("PYTHONPATH", "").split(":") if p and p != site]
     pythonpath = ":".join(p for p in (site, host.rehearsal_dir, *rest) if p) or None
     attempt.say(f"python -m {found.module} {shell.join(found.argv)}")
