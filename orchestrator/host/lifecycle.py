@@ -26,7 +26,7 @@ from orchestrator.engines.base import Engine, Say
 from orchestrator.errors import HostError, OrchError
 from orchestrator.remote.group import fan_out, uncancelled
 from orchestrator.remote.slurm import NodeConnection
-from . import lockwait, rehearsal
+from . import lockwait, rehearsal, treelock
 from .journal import Journal
 from .lock import HostLock
 from .recovery import Recovery, recover
@@ -92,6 +92,7 @@ async def holding(session: HostSession, say: Say, locking: Locking | None = None
             await rehearsal.install(session.conn, host, stand_in)
         yield Held(session, lock, recovery)
     finally:
+        await treelock.release_host(host.name, say)  # the package trees its runs patched (`treelock.py`)
         if lock is not None:
             await _release(lock, say)
 

@@ -76,9 +76,10 @@ class Holder:
 
 
 class HostLock:
-    def __init__(self, conn: Connection, workdir: str, command: str, *, lease_s: float = LEASE_SECONDS):
+    def __init__(self, conn: Connection, workdir: str, command: str, *, lease_s: float = LEASE_SECONDS,
+                 path: str | None = None):
         self.conn = conn
-        self.path = f"{workdir.rstrip('/')}/lock"
+        self.path = path or f"{workdir.rstrip('/')}/lock"  # `path`: a lock of another name (`treelock.py`)
         self.owner = LockOwner(
             controller=socket.gethostname(), pid=os.getpid(), pid_started=process_started(os.getpid()),
             token=secrets.token_hex(8), command=command, run="",
@@ -158,7 +159,12 @@ class HostLock:
 
 async def read(conn: Connection, workdir: str) -> Holder | None:
     """The host's lock as it is now, or None when no command holds the host."""
-    done = await conn.run(shell.lock_state(f"{workdir.rstrip('/')}/lock"))
+    return await read_at(conn, f"{workdir.rstrip('/')}/lock")
+
+
+async def read_at(conn: Connection, path: str) -> Holder | None:
+    """The lock at `path` as it is now, or None when nobody holds it."""
+    done = await conn.run(shell.lock_state(path))
     holder = _parse_state(done.out)
     return holder if isinstance(holder, Holder) else None
 

@@ -12,7 +12,7 @@ import time
 
 from orchestrator.engines.base import Say
 from orchestrator.errors import HostBusy
-from .lock import Holder, HostLock, read
+from .lock import Holder, HostLock, read_at
 
 FIRST_PAUSE_S = 0.5
 LONGEST_PAUSE_S = 15.0
@@ -31,11 +31,11 @@ async def acquire(lock: HostLock, wait_s: float | None, say: Say) -> list[Holder
         except HostBusy:
             left = deadline - time.monotonic()
             if left <= 0:
-                holder = await read(lock.conn, lock.path.rpartition("/")[0])
+                holder = await read_at(lock.conn, lock.path)
                 raise HostBusy(f"{name}: still busy after waiting {wait_s:.0f} s for {lock.path}: held by "
                                f"{held_by(holder)}; wait longer (`--wait SECONDS`) or run on another host") from None
             if not told:
-                holder = await read(lock.conn, lock.path.rpartition("/")[0])
+                holder = await read_at(lock.conn, lock.path)
                 say(name, f"waiting for {lock.path} (at most {wait_s:.0f} s): held by {held_by(holder)}")
                 told = True
             await asyncio.sleep(min(pause, left))

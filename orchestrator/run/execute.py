@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server
+from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server, treelock
 from . import collect, driftcheck, effective, multinode, preflight, runstop, serving, sharing, stages, tool, workload
 from .attempt import Attempt, Reporter, Stage, hiding
 from orchestrator.core import patching, render, shell, spec as specs
@@ -250,6 +250,8 @@ async def _bring_up(attempt: Attempt, metrics: dict[str, Any]) -> None:
                                        env.get("CUDA_VISIBLE_DEVICES"), spec.allow_busy_gpus)
     await multinode.check_hosts(attempt, port)
     await _ensure_room(attempt)
+    await treelock.hold_plan(session, () if attempt.launch.isolated else attempt.plan.patches, run.uid,
+                             spec.lock_wait_s, attempt.says)  # package trees other workdirs may share
     await driftcheck.gate(attempt)  # a file changed by hand since orch left it: before anything changes
     for problem in busy:
         store.event(run, "busy-gpus-allowed", f"orch run --allow-busy-gpus: {problem}")

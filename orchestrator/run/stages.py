@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core import patching, shell
 from orchestrator.errors import HostError
 from orchestrator.core.spec import Spec
-from orchestrator.host import checkpoint, overlay, server, treelock
+from orchestrator.host import checkpoint, overlay, server
 from orchestrator.host.journal import APPLIED, DRIFTED, REVERTED
 from orchestrator.host.patchcheck import Prepared
 from . import sharing, slots
@@ -58,8 +58,6 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
     if await sharing.join(attempt):
         return
     await _ensure_writable(attempt, prepared)
-    await treelock.hold(attempt.session, [(p, f) for p, f, _, _ in prepared], attempt.run.uid,
-                        attempt.spec.lock_wait_s, attempt.says)  # a tree shared by workdirs
     shared = sharing.begin(attempt, prepared)
     rows: list[PatchRow] | None = None
     try:
