@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from orchestrator.core.secrets import hide
 from orchestrator.core.spec import RunPlan, Spec
@@ -115,6 +115,28 @@ class Hiding:
 
     def known(self, label: str, values: dict[str, Any]) -> None:
         self._inner.known(label, values)  # ids, GPUs, numbers and a status: no secret in them
+
+
+class _Unfailing:
+    """A reporter whose lines may be lost but never stop a cleanup: `orch run | tee` after Ctrl-C
+    writes to a closed pipe (which rich's console turns into SystemExit), a hung-up terminal answers EIO."""
+
+    def __init__(self, reporter: Reporter):
+        self._reporter = reporter
+
+    def __getattr__(self, name: str) -> Any:
+        hook = getattr(self._reporter, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return hook(*args, **kwargs)
+            except (OSError, SystemExit):  # rich turns a broken pipe into SystemExit, once quiet
+                return None
+        return call
+
+
+def unfailing(reporter: Reporter) -> Reporter:
+    return cast(Reporter, _Unfailing(reporter))
 
 
 def hiding(reporter: Reporter, secrets: dict[str, str]) -> Reporter:

@@ -18,23 +18,25 @@ import functools
 import os
 import socket
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.host import diskspace, occupancy, overlay, patchcheck, server, treelock
-from . import collect, driftcheck, effective, multinode, preflight, runstop, serving, sharing, stages, tool, workload
-from .attempt import Attempt, Reporter, Stage, hiding
-from orchestrator.core import patching, render, shell, spec as specs
+from orchestrator.host import diskspace, occupancy, patchcheck, server, treelock
+from . import collect, driftcheck, effective, multinode, preflight, rendercontext, runstop, serving, stages, tool, workload
+from .attempt import Attempt, Reporter, Stage, hiding, unfailing
+from .dryrun import dry_run_nodes as dry_run_nodes, dry_run_one as dry_run_one  # named as execute.* too
+from .outcome import Outcome as Outcome
+from .preparing import prepare_patches as prepare_patches
+from .rendercontext import run_context as run_context
+from orchestrator.core import render, shell, spec as specs
 from orchestrator import engines
 from orchestrator.engines.base import LogReport, Measures
 from orchestrator.errors import HostError, OrchError, ServerError, WorkloadError
-from orchestrator.core.inventory import Host
 from orchestrator.remote.group import uncancelled
 from orchestrator.remote.reconnecting import reconnections
-from orchestrator.core.secrets import hide, mask_env, redact, secret_values
+from orchestrator.core.secrets import hide, mask_env, secret_values
 from orchestrator.host.session import HostSession
-from orchestrator.core.spec import PatchDef, RunPlan, Spec
+from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.core.clock import new_uid, now
 from orchestrator.store.reading import FAILED, SUCCEEDED
 
@@ -42,153 +44,9 @@ if TYPE_CHECKING:  # the ORM is imported where a run is written: a dry run does 
     from orchestrator.store.database import PatchRow, Run, Store
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What became of one planned run: its row in the store (`run_id` None when it never became a
-    run), its status and metrics, and the error and exit code when it did not succeed."""
-
-    run_id: int | None
-    uid: str
-    variant: str
-    host: str
-    status: str
-    metrics: dict[str, Any] = field(default_factory=dict)
-    flags: tuple[str, ...] = ()
-    error: str | None = None
-    evidence: tuple[str, ...] = ()
-    exit_code: int = 0
-
-
 def controller() -> str:
     """This process as runs record it (`Run.controller`)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def run_context(spec: Spec, plan: RunPlan, host: Host, uid: str) -> dict[str, Any]:
-    run_dir = f"{host.workdir}/runs/{uid}"
-    base = {
-        "host": host.context(),
-        "run": {"uid": uid, "dir": run_dir, "log": f"{run_dir}/{server.LOG_NAME}"},
-        "experiment": spec.name,
-        "variant": plan.variant,
-    }
-    base["checkpoints"] = {c.name: render.render_value(c.dest, base, f"{c.where}: checkpoint dest") for c in spec.checkpoints}
-    params = {k: render.render_value(v, {**base, "params": plan.params}, f"{spec.path}: param {k}") for k, v in plan.params.items()}
-    env = {**host.env, **{k: specs.resolve_controller_vars(v, f"{spec.path}: env {k}") for k, v in plan.env.items()}}
-    if overlay.PARAM in params:  # an isolated run imports its own patched copy first (`host/overlay.py`)
-        env["PYTHONPATH"] = ":".join(p for p in (params[overlay.PARAM], env.get("PYTHONPATH")) if p)
-    return {**params, **base, "params": params, "env": env, "secret_names": (*spec.secrets, *host.secrets)}
-
-
-async def prepare_patches(session: HostSession, plan: RunPlan) -> list[tuple[PatchDef, str, bytes, bytes]]:
-    """Every patch checked against the host's files before any file changes; patches to the
-    same file apply on top of each other, in order. A patch set another run on the host has applied
-    now is that run's, prepared against the original files (`sharing.py`). An isolated run's
-    patches apply to the original text too, whatever set is applied in place now (`sharing.originals`)."""
-    isolated = overlay.PARAM in plan.params
-    shared = None if isolated else await sharing.prepared_for(session.journal, plan.patches)
-    if shared is not None:
-        return shared
-    current: dict[str, bytes] = await sharing.originals(session) if isolated else {}
-    prepared = []
-    for patch in plan.patches:
-        file = await session.resolve(patch)
-        before, after = await session.journal.prepare(patch, file, current.get(file))
-        current[file] = after
-        prepared.append((patch, file, before, after))
-    return prepared
-
-
-async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter,
-                      nodes: multinode.Nodes | None = None) -> Outcome:
-    """Render and check everything, change nothing: the script, the flag check and the preflight
-    (both only read the host), and each patch as a diff. An error is the outcome (exit 2), as in a run.
-    With `nodes` (a plan over several hosts, `dry_run_nodes`), every other node's script is rendered
-    and checked on its host too, with its patches; the preflight and the workload are rank 0's."""
-    uid = "dry-run"
-    label = f"{plan.variant}@{session.host.name}"
-    engine = engines.get(spec.engine)
-    context, script = _dry_script(spec, plan, session, reporter, label, nodes, 0)
-    try:
-        await engine.check_launch(session, script, spec.template, reporter.message, label)
-        load = plan.workload or spec.workload
-        if load.tool is not None:
-            found = await tool.command(engine, session, spec, load, context["run"]["dir"], _port_of(context))
-            reporter.message(label, f"workload: python -m {found.module} {' '.join(found.argv)}")
-        await _dry_preflight(spec, plan, session, reporter, context, label)
-        await _dry_patches(session, plan, reporter, label, spec.accept_drift)
-        for rank, other in enumerate(nodes.peers if nodes is not None else (), 1):
-            node_label = f"{plan.variant}@{other.host.name}"
-            _, node_script = _dry_script(spec, plan, other, reporter, node_label, nodes, rank)
-            await engine.check_launch(other, node_script, spec.template, reporter.message, node_label)
-            await _dry_patches(other, plan, reporter, node_label, spec.accept_drift)
-    except OrchError as exc:
-        return Outcome(None, uid, plan.variant, session.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
-    return Outcome(None, uid, plan.variant, session.host.name, SUCCEEDED)
-
-
-async def dry_run_nodes(spec: Spec, plan: RunPlan, sessions: list[HostSession], reporter: Reporter) -> Outcome:
-    """The dry run of a plan over several hosts, on the hosts its gang chose (rank 0 first): the
-    same engine version on all of them, the rendezvous port a run would choose now (free on rank 0,
-    not taken), then every node's part (`dry_run_one`). Nothing changes on any host."""
-    lead = sessions[0]
-    if len(sessions) < plan.nodes:  # one Slurm entry stands for its job's nodes, which a dry run never asks for
-        reporter.message(f"{plan.variant}@{lead.host.name}", f"nodes={plan.nodes} on one Slurm job: a dry run checks "
-                         "rank 0's part only")
-        return await dry_run_one(spec, plan, lead, reporter)
-    try:
-        nodes = await multinode.meeting(sessions, engines.get(spec.engine), multinode.address(lead.host))
-    except OrchError as exc:
-        return Outcome(None, "dry-run", plan.variant, lead.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
-    reporter.message(f"{plan.variant}@{lead.host.name}", f"{multinode.described(lead, nodes)} (free now; a dry run "
-                     "takes nothing)")
-    return await dry_run_one(spec, plan, lead, reporter, nodes)
-
-
-def _node_context(spec: Spec, plan: RunPlan, host: Host, uid: str, nodes: multinode.Nodes | None,
-                  rank: int) -> dict[str, Any]:
-    """The run's context on `host`, with node `rank`'s part of a run over several hosts."""
-    context = run_context(spec, plan, host, uid)
-    if nodes is not None:
-        context.update(nodes.context(rank))
-        context["params"]["nodes"] = nodes.count
-    return context
-
-
-def _dry_script(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter, label: str,
-                nodes: multinode.Nodes | None, rank: int) -> tuple[dict[str, Any], str]:
-    """Node `rank`'s context and launch script, the script shown (secrets hidden)."""
-    context = _node_context(spec, plan, session.host, "dry-run", nodes, rank)
-    script = render.launch_script(spec.template, context)
-    which = f"node {rank} of {nodes.count}'s launch script" if nodes is not None else "launch script"
-    reporter.message(label, f"{which}:\n" + redact(script, context["env"], context["secret_names"]))
-    return context, script
-
-
-async def _dry_patches(session: HostSession, plan: RunPlan, reporter: Reporter, label: str, accept_drift: bool) -> None:
-    """Each patch as a diff against the host's own files, every patched file compiled there; a
-    file changed by hand since orch left it stops it as it stops a run (`driftcheck.py`)."""
-    await driftcheck.found(session, plan, accept_drift, lambda text: reporter.message(label, text))
-    prepared = await prepare_patches(session, plan)
-    for patch, file, before, after in prepared:
-        diff = patching.unified(before.decode(), after.decode(), file.lstrip("/"))
-        reporter.message(label, f"patch '{patch.name}' -> {file}:\n{diff}")
-    await patchcheck.ensure_compiles(session.conn, session.host, prepared)
-
-
-async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter,
-                         context: dict[str, Any], label: str) -> None:
-    """The run's preflight without its record: findings reported, errors raised."""
-    if not spec.preflight:
-        reporter.message(label, "preflight skipped (--no-preflight)")
-        return
-    # the checkpoints are not pushed: read from their local (transformed) copies, as `orch check` does
-    overlay = await stages.local_checkpoints(spec, context)
-    script = render.launch_script(spec.template, context)
-    found = await engines.get(spec.engine).preflight(session, script, context["env"], plan.patches, overlay, plan.allow)
-    for f in found:
-        reporter.message(label, preflight.described(f))
-    preflight.stop_on_errors(found, plan.allow, label)
 
 
 def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter,
@@ -198,7 +56,7 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     is rank 0's, with an Attempt per other node (`multinode.py`)."""
     host = session.host
     uid = new_uid(plan.variant)
-    context = _node_context(spec, plan, host, uid, nodes, 0)
+    context = rendercontext.node_context(spec, plan, host, uid, nodes, 0)
     env = context["env"]
     hidden = secret_values(env, context["secret_names"])
     store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
@@ -216,7 +74,7 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     attempt = Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
                       f"{plan.variant}@{host.name} #{run.id}", script, hidden)  # the id: runs share hosts
     for rank, other in enumerate(nodes.peers if nodes is not None else (), 1):
-        node_context = _node_context(spec, plan, other.host, uid, nodes, rank)
+        node_context = rendercontext.node_context(spec, plan, other.host, uid, nodes, rank)
         node_script = render.launch_script(spec.template, node_context)
         store.event(run, "node-script", f"node {rank} on {other.host.name}:\n{hide(node_script, hidden)}")
         store.save_log(run, b"", node=rank, host=other.host.name)  # its log once stopped; names its host now (recovery)
@@ -346,10 +204,6 @@ def _port(attempt: Attempt) -> int:
     return attempt.launch.port
 
 
-def _port_of(context: dict[str, Any]) -> int:
-    return specs.port_of(context["params"])
-
-
 def _workload_said(load: specs.Workload) -> str:
     if load.tool is not None:
         return f"running {load.tool}"
@@ -417,7 +271,7 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     finally:
         async def clean_up() -> None:
             nonlocal run, status, error, exit_code
-            attempt.reporter = _unfailing(attempt.reporter)  # a closed terminal or pipe loses lines, not the cleanup
+            attempt.reporter = unfailing(attempt.reporter)  # a closed terminal or pipe loses lines, not the cleanup
             if attempt.serving is None and attempt.stage in _LAUNCHING:  # cancelled while the launch command ran
                 found = await _launched(session, attempt.launch.run_dir, _port(attempt))
                 if found is not None:
@@ -533,23 +387,3 @@ async def _launched(session: HostSession, run_dir: str, port: int) -> server.Ser
         await asyncio.sleep(0.1)
 
 
-class _Unfailing:
-    """A reporter whose lines may be lost but never stop a cleanup: `orch run | tee` after Ctrl-C
-    writes to a closed pipe (which rich's console turns into SystemExit), a hung-up terminal answers EIO."""
-
-    def __init__(self, reporter: Reporter):
-        self._reporter = reporter
-
-    def __getattr__(self, name: str) -> Any:
-        hook = getattr(self._reporter, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return hook(*args, **kwargs)
-            except (OSError, SystemExit):  # rich turns a broken pipe into SystemExit, once quiet
-                return None
-        return call
-
-
-def _unfailing(reporter: Reporter) -> Reporter:
-    return cast(Reporter, _Unfailing(reporter))
