@@ -16,7 +16,7 @@ import realvllm
 from conftest import ROOT
 from support.cli import orch
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(4800)]  # its own runs, and a wait for another test's
 FAULTS = ("absolute-d2t", "fc-mismatch", "two-layer-target", "layers0")
 
 
@@ -34,7 +34,7 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     found = {}
     for variant in FAULTS:
         done = orch(project, "doctor", "experiments/vllm_real.yaml",
-                    "--variant", variant, "--no-preflight", "--json", timeout=900)
+                    "--variant", variant, "--no-preflight", "--json", "--wait", timeout=3300)  # the shared venv: wait
         assert done.returncode in (0, 1), done.stderr[-3000:]
         found[variant] = json.loads(done.stdout)
     found["ls"] = json.loads(orch(project, "ls", "--json").stdout)

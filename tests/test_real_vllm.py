@@ -19,7 +19,7 @@ import realvllm
 from conftest import ROOT, free_port
 from support.cli import orch
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(4800)]  # its own runs, and a wait for another test's
 LOADER = "vllm/model_executor/models/llama_eagle3.py"
 
 
@@ -39,7 +39,8 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, dict[
     (project / "inventory.yaml").write_text(f"hosts:\n  vllm-cpu:\n    transport: local\n"
                                             f"    workdir: {project / 'host'}\n    python: {python}\n")
     port = free_port()
-    done = orch(project, "run", "experiments/vllm_real.yaml", "--set", f"port={port}", timeout=2300)
+    # --wait: another test on another worker may be patching the shared venv (its tree lock)
+    done = orch(project, "run", "experiments/vllm_real.yaml", "--set", f"port={port}", "--wait", timeout=4700)
     runs = json.loads(orch(project, "ls", "--json").stdout)
     records = {r["variant"]: json.loads(orch(project, "show", str(r["id"]), "--json").stdout) for r in runs}
     return project, done, records | {"port": port}

@@ -118,7 +118,7 @@ params: {{entrypoint: module, model_path: {models / 'target'}, draft_model_path:
           tp_size: 1, speculative_method: eagle3, num_speculative_tokens: 3, port: 30124}}
 """)
     done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--inventory", str(inventory), "--db",
-                           f"sqlite:///{tmp_path}/o.db", "run", str(spec)], capture_output=True, text=True,
+                           f"sqlite:///{tmp_path}/o.db", "run", str(spec), "--wait"], capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)
     said = done.stdout + done.stderr
     assert done.returncode == 2, said

@@ -1,5 +1,6 @@
 """Two workdirs, one package tree: the inventory hosts `one` and `two` (this machine, `transport:
-local`, each its own workdir) whose installed SGLang is one folder (`two`'s is a link to `one`'s), so their runs patch the same installed SGLang files. A run of `two` while `one` has them patched
+local`, each its own workdir) whose installed SGLang is one folder (`two`'s is a link to `one`'s), so
+their runs patch the same installed SGLang files. A run of `two` while `one` has them patched
 is refused in one line before anything in the tree changes, or with `--wait` waits for the tree's
 lock; a tree lock whose owner died is broken with a warning; the files end as installed."""
 

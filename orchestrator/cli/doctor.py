@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from orchestrator.errors import EXIT_OK, SpecError
-from . import ui
+from . import ui, waiting
 from .app import _split, _store, app, dumps, settings
 
 _EXIT_NOT_CONFIRMED = 1
@@ -23,6 +23,8 @@ def doctor(
     hosts: Optional[str] = typer.Option(None, "--hosts", help="The host to examine it on (default: the experiment's first)."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Probes alone: skip the checkpoint checks."),
     as_json: bool = typer.Option(False, "--json", help="{cause, evidence, fix, accept_len_before, accept_len_after, runs}."),
+    wait: Optional[str] = typer.Option(None, "--wait", metavar="[TIMEOUT]", help="Wait up to TIMEOUT seconds "
+                                       "(alone: an hour) for a host or package tree another orch command holds."),
 ) -> None:
     """Probe a variant with low accept length, name its cause, run the fix and compare."""
     from orchestrator.core import inventory as inventories, plancheck, spec as specs
@@ -36,6 +38,8 @@ def doctor(
     plancheck.check(spec, specs.expand(spec, (), (chosen.name,)), [])
     if no_preflight:
         spec = dataclasses.replace(spec, preflight=False)
+    if wait is not None:  # as `orch run --wait`: the probe and fix runs wait instead of failing busy
+        spec = dataclasses.replace(spec, lock_wait_s=waiting.seconds(wait))
     host = inv.select(host_names or spec.hosts)[0]
     from orchestrator.run.attempt import Lines
 

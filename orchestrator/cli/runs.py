@@ -35,7 +35,8 @@ def run(
     accept_drift: bool = typer.Option(False, "--accept-drift", help="Patch a file changed by hand since orch left it "
                                       "as it is now (the change recorded with the run) instead of stopping."),
     wait: Optional[str] = typer.Option(None, "--wait", metavar="[TIMEOUT]", help="Wait up to TIMEOUT seconds "
-                                       "(alone: an hour) for a host another orch command holds, instead of refusing it."),
+                                       "(alone: an hour) for a host or package tree another orch command holds, "
+                                       "instead of refusing it."),
 ) -> None:
     """Run an experiment: every variant x matrix x repeat, patches reverted after each run."""
     from orchestrator.run import execute, sweep
