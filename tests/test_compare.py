@@ -4,32 +4,14 @@ configurations, repeats aggregated, the best row and the rows within noise marke
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from orchestrator.core import compare
 from orchestrator.store import queries
-from orchestrator.store.database import FAILED, INTERRUPTED, SUCCEEDED, MetricRow, PatchRow, Run, Store
-
-SPEC = {"params": {"model_path": "{{ host.rehearsal }}/target", "steps": 3}, "variants": {"fixed": {}, "other": {}}}
-
-
-def make_run(store, n, *, steps, tok_s, accept, host="a", port=30000, status=SUCCEEDED, variant="fixed",
-             patch_sha="b" * 64, experiment="sweep"):
-    run = Run(uid=f"2026-{experiment}-{n}", experiment=experiment, variant=variant, host=host, status=status,
-              spec=SPEC, params={"model_path": f"/{host}/target", "steps": steps, "topk": 1, "port": port,
-                                 "gpus": f"{n % 2}"})
-    store.add(run)
-    store.add(MetricRow(run_id=run.id, name="accept_len", value=accept, source="meta_info"),
-              MetricRow(run_id=run.id, name="accept_len", value=None, source="decode_log"),
-              MetricRow(run_id=run.id, name="output_tok_s", value=tok_s, source="orch"),
-              MetricRow(run_id=run.id, name="startup_s", value=10.0 + n, source="orch"),
-              MetricRow(run_id=run.id, name="requests", value=16, source="orch"),
-              PatchRow(run_id=run.id, seq=1, name="fix", target="engine:x.py", file="/x.py", sha256_before="a" * 64,
-                       sha256_after=patch_sha, state="reverted"))
-    return run
-
+from orchestrator.store.database import FAILED, INTERRUPTED, Store
+from support.cli import orch_main
+from support.specs import make_run
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
@@ -84,31 +66,20 @@ def test_where_keeps_the_matching_configurations(store):
     assert compare.matches({"steps": 3}, {"steps": "3"}) and not compare.matches({"steps": 3}, {"topk": 3})
 
 
-def orch(store, monkeypatch, capsys, *args):
-    """The real `orch` entry point in this process (fast), on the store's database."""
-    from orchestrator.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["orch", "--db", store.url, *args])
-    with pytest.raises(SystemExit) as done:
-        main()
-    out = capsys.readouterr()
-    return done.value.code, out.out, out.err
-
-
 def test_compare_command_table_json_and_csv(store, monkeypatch, capsys):
-    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep")
+    code, out, _, _ = orch_main(None, ["compare", "sweep"], ["--db", store.url], strict=True)
     assert code == 0
     assert "6 succeeded run(s) in 3 configuration(s); left out: 1 failed, 1 interrupted" in out
     assert "best by output_tok_s: steps=3 (runs 1, 2, 5); 1 other configuration(s) within noise" in out  # the default
-    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--by", "accept_len")
+    code, out, _, _ = orch_main(None, ["compare", "sweep", "--by", "accept_len"], ["--db", store.url], strict=True)
     assert "best by accept_len: steps=5 (runs 3, 4); 1 other configuration(s) within noise" in out
-    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--by", "output_tok_s", "--json")
+    code, out, _, _ = orch_main(None, ["compare", "sweep", "--by", "output_tok_s", "--json"], ["--db", store.url], strict=True)
     data = json.loads(out)
     assert [(r["params"]["steps"], r["mark"]) for r in data["rows"]] == [(3, "best"), (5, "within noise"),
                                                                        (7, None)]
     assert data["rows"][0]["metrics"]["output_tok_s"] == {"n": 3, "median": 120.0, "min": 100.0, "max": 160.0}
     assert data["left_out"] == {"failed": 1, "interrupted": 1}
-    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--csv", "--where", "steps=5")
+    code, out, _, _ = orch_main(None, ["compare", "sweep", "--csv", "--where", "steps=5"], ["--db", store.url], strict=True)
     header, row = out.splitlines()
     assert header.startswith("mark,n,runs,output_tok_s_median,output_tok_s_min,output_tok_s_max,accept_len_median,")
     assert row.startswith("best,2,3 4,115.0,80.0,150.0,2.9,2.8,3.0,")
@@ -123,7 +94,7 @@ def test_compare_command_table_json_and_csv(store, monkeypatch, capsys):
     (("compare", "sweep", "--where", "steps"), "--where 'steps': expected key=value"),
 ])
 def test_bad_compare_input_is_one_line_and_exit_2(store, monkeypatch, capsys, args, message):
-    code, _, err = orch(store, monkeypatch, capsys, *args)
+    code, _, err, _ = orch_main(None, [*args], ["--db", store.url], strict=True)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     if args[1] == "swep":
         assert "did you mean 'sweep'?" in err
@@ -131,11 +102,11 @@ def test_bad_compare_input_is_one_line_and_exit_2(store, monkeypatch, capsys, ar
 
 def test_the_table_shows_the_headline_metrics_unless_told_which(store, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "200")
-    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep")
+    code, out, _, _ = orch_main(None, ["compare", "sweep"], ["--db", store.url], strict=True)
     assert code == 0 and "accept_len" in out and "output_tok_s" in out and "startup_s" in out
-    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep", "--metrics", "output_tok_s")
+    code, out, _, _ = orch_main(None, ["compare", "sweep", "--metrics", "output_tok_s"], ["--db", store.url], strict=True)
     header = next(line for line in out.splitlines() if "output_tok_s" in line and "steps" in line)
     assert "accept_len" not in header and "startup_s" not in header
     assert "2 more metric(s) not shown (accept_len, startup_s): --metrics NAME,... or --metrics all" in out
-    code, _, err = orch(store, monkeypatch, capsys, "compare", "sweep", "--metrics", "tok_s")
+    code, _, err, _ = orch_main(None, ["compare", "sweep", "--metrics", "tok_s"], ["--db", store.url], strict=True)
     assert code == 2 and "--metrics 'tok_s': no run of 'sweep' records it" in err and len(err.strip().splitlines()) == 1

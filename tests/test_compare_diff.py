@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from test_compare import make_run, orch
+from support.cli import orch_main
+from support.specs import make_run
 from orchestrator.core import compare
 from orchestrator.store.database import Store
 
@@ -24,7 +25,7 @@ def store(tmp_path_factory):
 
 
 def test_two_configurations_side_by_side_with_spread_and_noise(store, monkeypatch, capsys):
-    code, out, _ = orch(store, monkeypatch, capsys, "diff", "sweep", "--where", "steps=3", "--vs", "steps=5", "--json")
+    code, out, _, _ = orch_main(None, ["diff", "sweep", "--where", "steps=3", "--vs", "steps=5", "--json"], ["--db", store.url], strict=True)
     assert code == 0
     data = json.loads(out)
     assert data["a"]["runs"] == [1, 2, 5] and data["b"]["runs"] == [3, 4]
@@ -34,8 +35,8 @@ def test_two_configurations_side_by_side_with_spread_and_noise(store, monkeypatc
     assert accept["delta"] == pytest.approx(0.8) and accept["noise"] is False
     assert data["metrics"]["requests"]["noise"] is True  # 16 on both sides
     # a variant names a side too; 2.9 lies inside 2.8-3.0: noise
-    code, out, _ = orch(store, monkeypatch, capsys, "diff", "sweep", "--where", "steps=5", "--vs", "variant=other",
-                        "--vs", "steps=7")
+    code, out, _, _ = orch_main(None, ["diff", "sweep", "--where", "steps=5", "--vs", "variant=other",
+                        "--vs", "steps=7"], ["--db", store.url], strict=True)
     assert code == 0 and "noise" in next(line for line in out.splitlines() if "accept_len" in line)
 
 
@@ -53,11 +54,11 @@ def test_side_by_side_rows():
     (("--where", "steps=3", "--vs", "step=5"), "--vs step: no run of 'sweep' has a param 'step'; did you mean 'steps'?"),
 ])
 def test_a_side_that_is_not_one_configuration_is_one_line_and_exit_2(store, monkeypatch, capsys, args, message):
-    code, _, err = orch(store, monkeypatch, capsys, "diff", "sweep", *args)
+    code, _, err, _ = orch_main(None, ["diff", "sweep", *args], ["--db", store.url], strict=True)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_two_runs_still_diff_run_by_run(store, monkeypatch, capsys):
-    code, out, _ = orch(store, monkeypatch, capsys, "diff", "1", "3", "--json")
+    code, out, _, _ = orch_main(None, ["diff", "1", "3", "--json"], ["--db", store.url], strict=True)
     data = json.loads(out)
     assert code == 0 and data["a"]["id"] == 1 and data["metrics"]["accept_len"] == {"a": 2.0, "b": 3.0, "delta": 1.0}

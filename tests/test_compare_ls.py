@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from test_compare import make_run, orch
+from support.cli import orch_main
+from support.specs import make_run
 from orchestrator.store.database import FAILED, Store
 
 
@@ -27,30 +28,30 @@ def ids(out: str) -> list[int]:
 
 
 def test_sort_puts_the_best_first_and_the_limit_keeps_the_best(store, monkeypatch, capsys):
-    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "accept_len", "--json")
+    _, out, _, _ = orch_main(None, ["ls", "--sort", "accept_len", "--json"], ["--db", store.url], strict=True)
     assert ids(out) == [2, 4, 3, 1, 5]  # the failed run has no accept length: last
-    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "accept_len", "-n", "2", "--json")
+    _, out, _, _ = orch_main(None, ["ls", "--sort", "accept_len", "-n", "2", "--json"], ["--db", store.url], strict=True)
     assert ids(out) == [2, 4]
-    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "startup_s", "--json")  # a duration: ascending
+    _, out, _, _ = orch_main(None, ["ls", "--sort", "startup_s", "--json"], ["--db", store.url], strict=True)  # a duration: ascending
     assert ids(out) == [1, 2, 3, 4, 5]
-    code, out, _ = orch(store, monkeypatch, capsys, "ls", "--sort", "accept_len")
+    code, out, _, _ = orch_main(None, ["ls", "--sort", "accept_len"], ["--db", store.url], strict=True)
     assert code == 0 and "accept_len" in out.splitlines()[1]
 
 
 def test_host_and_where_filter_and_json_carries_params_and_metrics(store, monkeypatch, capsys):
-    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--host", "b", "--json")
+    _, out, _, _ = orch_main(None, ["ls", "--host", "b", "--json"], ["--db", store.url], strict=True)
     assert ids(out) == [2, 4]
-    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--where", "steps=3", "--where", "topk=1", "--json")
+    _, out, _, _ = orch_main(None, ["ls", "--where", "steps=3", "--where", "topk=1", "--json"], ["--db", store.url], strict=True)
     rows = json.loads(out)
     assert [r["id"] for r in rows] == [1, 3]
     assert rows[0]["params"]["steps"] == 3 and rows[0]["metrics"]["accept_len"] == 2.0
     assert rows[0]["metrics"]["output_tok_s"] == 100.0
-    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--where", "steps=3", "-n", "1", "--json")
+    _, out, _, _ = orch_main(None, ["ls", "--where", "steps=3", "-n", "1", "--json"], ["--db", store.url], strict=True)
     assert ids(out) == [3]  # the newest of the matching runs
 
 
 def test_csv_has_a_column_per_param_and_metric(store, monkeypatch, capsys):
-    _, out, _ = orch(store, monkeypatch, capsys, "ls", "--csv", "-e", "sweep", "--status", "succeeded")
+    _, out, _, _ = orch_main(None, ["ls", "--csv", "-e", "sweep", "--status", "succeeded"], ["--db", store.url], strict=True)
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [r["id"] for r in rows] == ["1", "2", "3", "4"]
     assert rows[1]["steps"] == "5" and rows[1]["accept_len"] == "3.0" and rows[1]["host"] == "b"
@@ -63,5 +64,5 @@ def test_csv_has_a_column_per_param_and_metric(store, monkeypatch, capsys):
     (("ls", "--where", "step=3"), "--where step: no run listed has a param 'step'; did you mean 'steps'?"),
 ])
 def test_bad_ls_input_is_one_line_and_exit_2(store, monkeypatch, capsys, args, message):
-    code, _, err = orch(store, monkeypatch, capsys, *args)
+    code, _, err, _ = orch_main(None, [*args], ["--db", store.url], strict=True)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -9,7 +9,7 @@ import json
 
 import pytest
 import tuning_runs
-from test_compare import orch
+from support.cli import orch_main
 
 from orchestrator.core import compare, objective as objectives
 from orchestrator.errors import SpecError
@@ -34,7 +34,7 @@ def config(row: dict) -> tuple[int, int]:
 
 
 def compared(store, monkeypatch, capsys, *args) -> dict:
-    code, out, err = orch(store, monkeypatch, capsys, "compare", "tuning", "--json", *args)
+    code, out, err, _ = orch_main(None, ["compare", "tuning", "--json", *args], ["--db", store.url], strict=True)
     assert code == 0, err
     return json.loads(out)
 
@@ -58,7 +58,7 @@ def test_compare_names_the_fastest_by_default_and_the_highest_accept_with_by(sto
 
 def test_the_table_ranks_by_throughput_with_accept_length_beside_it(stores, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "220")
-    code, out, _ = orch(stores["plain"], monkeypatch, capsys, "compare", "tuning")
+    code, out, _, _ = orch_main(None, ["compare", "tuning"], ["--db", stores["plain"].url], strict=True)
     steps, topk = tuning_runs.fastest()
     assert code == 0 and f"best by output_tok_s: {STEPS}={steps}, {TOPK}={topk} (runs" in out
     header = next(line for line in out.splitlines() if "output_tok_s" in line and STEPS in line)
@@ -91,9 +91,9 @@ def test_a_minimized_objective_ranks_ascending(stores, monkeypatch, capsys):
 def test_when_no_configuration_meets_the_constraints_none_is_best(stores, monkeypatch, capsys):
     data = compared(stores["unmet"], monkeypatch, capsys)
     assert all(r["mark"] is None for r in data["rows"]) and len(data["failed"]) == 9
-    code, out, _ = orch(stores["unmet"], monkeypatch, capsys, "compare", "tuning", "--csv")
+    code, out, _, _ = orch_main(None, ["compare", "tuning", "--csv"], ["--db", stores["unmet"].url], strict=True)
     assert code == 0 and out.splitlines()[1].split(",")[0] == "" and "fails" in out.splitlines()[0]
-    code, out, _ = orch(stores["unmet"], monkeypatch, capsys, "compare", "tuning")
+    code, out, _, _ = orch_main(None, ["compare", "tuning"], ["--db", stores["unmet"].url], strict=True)
     assert code == 0 and "no configuration meets accept_len >= 9: none is the best" in out
 
 
@@ -104,7 +104,7 @@ def test_when_no_configuration_meets_the_constraints_none_is_best(stores, monkey
                                        "'output_tok_s'?"),
 ])
 def test_an_objective_on_a_metric_no_run_has_is_one_line_exit_2(stores, monkeypatch, capsys, name, args, message):
-    code, _, err = orch(stores[name], monkeypatch, capsys, "compare", "tuning", *args)
+    code, _, err, _ = orch_main(None, ["compare", "tuning", *args], ["--db", stores[name].url], strict=True)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     if name == "unknown":
         assert err.strip().endswith("rank by another with --by")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_compare import make_run
+from support.specs import make_run
 from orchestrator.core import compare
 from orchestrator.store import queries
 from orchestrator.store.database import FAILED, Store

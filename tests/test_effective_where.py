@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_compare import make_run
+from support.specs import make_run
 from orchestrator.cli import compare as compare_cli, listing
 from orchestrator.errors import SpecError
 from orchestrator.store.database import Store
@@ -54,13 +54,13 @@ def test_compare_where_reads_alike(store):
 
 
 def test_compare_table_says_which_asked_configurations_ran_as_one(tmp_path, monkeypatch, capsys):
-    from test_compare import orch
+    from support.cli import orch_main
 
     store = Store(f"sqlite:///{tmp_path / 'orch.db'}")
     for n, asked in enumerate([8, 4, 6]):
         run = make_run(store, n, steps=asked, accept=2.0 + n / 10, tok_s=100)
         store.update_run(run, effective_params={"steps": 4 if asked in (8, 4) else 6})
-    code, out, _ = orch(store, monkeypatch, capsys, "compare", "sweep")
+    code, out, _, _ = orch_main(None, ["compare", "sweep"], ["--db", store.url], strict=True)
     assert code == 0 and "3 succeeded run(s) in 2 configuration(s)" in out
     lines = [text for text in out.splitlines() if "ran as one" in text]
     assert lines == ["steps=8 and steps=4 ran as one configuration (steps=4): the engine adjusted them"]

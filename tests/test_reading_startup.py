@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from test_compare import make_run
+from support.specs import make_run
 from orchestrator.store.database import Store
 
 ROOT = Path(__file__).resolve().parent.parent
