@@ -3,8 +3,6 @@ the Pareto front, escaping of database text, and the command's one-line errors."
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import subprocess
@@ -16,6 +14,7 @@ from report_runs import fill
 from orchestrator import report
 from orchestrator.report import data, page, pareto
 from orchestrator.store.database import Store
+from support.cli import orch_main
 
 
 @pytest.fixture(scope="module")
@@ -69,30 +68,14 @@ def test_database_text_is_escaped_everywhere(filled, tmp_path):
     assert len(names) == 10 and any("&lt;script&gt;" in n for n in names)  # Plotly renders markup in names
 
 
-def orch(*args: str) -> tuple[object, str]:
-    """`orch ARGS` in this process as the `orch` script runs it: (exit code, stdout + stderr)."""
-    from orchestrator import cli
-
-    out, old_argv = io.StringIO(), sys.argv
-    sys.argv = ["orch", *args]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            cli.main()
-    except SystemExit as exc:
-        return exc.code, out.getvalue()
-    finally:
-        sys.argv = old_argv
-    raise AssertionError("main() returned without an exit code")
-
-
 def test_command_writes_the_file_and_bad_input_is_one_line(filled, tmp_path):
     db = ["--db", filled[False].url]
-    code, said = orch(*db, "report", "sweep", "-o", str(tmp_path / "r.html"))
+    code, said, _, _ = orch_main(None, ["report", "sweep", "-o", str(tmp_path / "r.html")], db, merge=True, strict=True)
     assert code == 0 and f"wrote {tmp_path / 'r.html'}: 9 runs of sweep" in " ".join(said.split())
     assert (tmp_path / "r.html").stat().st_size > 4e6  # plotly.js is in the file
-    code, said = orch(*db, "report", "nothing")
+    code, said, _, _ = orch_main(None, ["report", "nothing"], db, merge=True, strict=True)
     assert code == 2 and "no runs of experiment 'nothing'" in said and len(said.strip().splitlines()) == 1
-    code, said = orch(*db, "report", "sweep", "-o", str(tmp_path / "no" / "r.html"))
+    code, said, _, _ = orch_main(None, ["report", "sweep", "-o", str(tmp_path / "no" / "r.html")], db, merge=True, strict=True)
     assert code == 2 and "not a file in an existing folder" in said and len(said.strip().splitlines()) == 1
 
 

@@ -11,10 +11,10 @@ import statistics
 
 import pytest
 import tuning_runs
-from test_report import orch
 
 from orchestrator import report
 from orchestrator.report import data, page
+from support.cli import orch_main
 
 STEPS, TOPK = "speculative_num_steps", "speculative_eagle_topk"
 LABELS = {f"{STEPS}={s} {TOPK}={k}" for s, k in itertools.product(tuning_runs.STEPS, tuning_runs.TOPK)}
@@ -92,10 +92,10 @@ def test_the_pareto_figure_is_throughput_against_latency_with_its_front(stores):
 
 def test_report_by_and_its_bad_metric(stores, tmp_path):
     out = tmp_path / "r.html"
-    code, said = orch("--db", stores["plain"].url, "report", "tuning", "-o", str(out), "--by", "accept_len")
+    code, said, _, _ = orch_main(None, ["report", "tuning", "-o", str(out), "--by", "accept_len"], ["--db", stores["plain"].url], merge=True, strict=True)
     assert code == 0, said
     assert "maximize <b>accept_len</b>" in out.read_text()
-    code, said = orch("--db", stores["plain"].url, "report", "tuning", "-o", str(out), "--by", "accept_lenn")
+    code, said, _, _ = orch_main(None, ["report", "tuning", "-o", str(out), "--by", "accept_lenn"], ["--db", stores["plain"].url], merge=True, strict=True)
     assert code == 2 and len(said.strip().splitlines()) == 1
     assert "--by accept_lenn: no succeeded run of 'tuning' has that metric; did you mean 'accept_len'?" in said
     assert report.write(stores["plain"], "tuning", out) == 18
