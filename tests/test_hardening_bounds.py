@@ -8,7 +8,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from test_import import FIXTURES, orch
+from support.cli import orch
+from support.specs import FIXTURES
 
 from orchestrator.bounds import LINE_BOUND, cut_line
 from orchestrator.engines.base import Diagnosis
@@ -26,7 +27,7 @@ def _log_with_a_huge_debug_line(folder: Path) -> Path:
 
 def test_a_100_mb_debug_line_is_stored_cut_and_show_and_report_stay_small(tmp_path):
     log = _log_with_a_huge_debug_line(tmp_path)
-    done = orch(tmp_path, "import", str(log))
+    done = orch(tmp_path, "import", str(log), timeout=120, inventory=False)
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(tmp_path / "orch.db") as db:
         longest, = db.execute("SELECT max(length(text)) FROM debugrow").fetchone()
@@ -36,13 +37,13 @@ def test_a_100_mb_debug_line_is_stored_cut_and_show_and_report_stay_small(tmp_pa
     assert len(texts) == 1 and texts[0].endswith(f"more characters cut by orch: line over {LINE_BOUND}]")
     assert fields[0]["shape"] == "torch.Size([1, 7168])" and "cut by orch" in fields[0]["blob"]
     started = time.monotonic()
-    shown = orch(tmp_path, "show", "last", "--json")
+    shown = orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False)
     assert shown.returncode == 0 and time.monotonic() - started < 10
     assert len(shown.stdout) < 2 * 2**20
-    report = orch(tmp_path, "report", "imported", "-o", str(tmp_path / "r.html"))
+    report = orch(tmp_path, "report", "imported", "-o", str(tmp_path / "r.html"), timeout=120, inventory=False)
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "r.html").stat().st_size < 20 * 2**20  # the plotting script is 4.8 MB; the line was 100
-    assert len(orch(tmp_path, "logs", "last").stdout) > HUGE  # the log itself is kept whole
+    assert len(orch(tmp_path, "logs", "last", timeout=120, inventory=False).stdout) > HUGE  # the log itself is kept whole
 
 
 def test_a_line_within_the_bound_is_kept_as_it_is():

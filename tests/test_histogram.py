@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_import import orch
+from support.cli import orch
 
 from orchestrator import engines
 from orchestrator.engines.base import LogReport, RequestResult, ServerState, WorkloadResult
@@ -48,11 +48,11 @@ def test_the_histogram_is_stored_with_the_run_and_shown(tmp_path):
     other = Run(uid="r2-x", experiment="e", variant="w", host="h")
     store.add(other)
     collect.record(store, other, {}, _measures(_request()))
-    record = json.loads(orch(tmp_path, "show", "r1", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "r1", "--json", timeout=120, inventory=False).stdout)
     assert record["histograms"]["correct_drafts_histogram"]["counts"] == [1, 1, 2, 8]
     assert record["histograms"]["correct_drafts_histogram"]["source"] == "meta_info"
-    shown = orch(tmp_path, "show", "r1").stdout
+    shown = orch(tmp_path, "show", "r1", timeout=120, inventory=False).stdout
     assert "correct_drafts_histogram" in shown and "0: 1 (8.3%)" in shown and "3: 8 (66.7%)" in shown
     assert "12 verify steps; mean 2.42 draft tokens accepted per step, accept length 3.42" in shown
-    assert json.loads(orch(tmp_path, "show", "r2", "--json").stdout)["histograms"] == {}
-    assert "correct_drafts_histogram" not in orch(tmp_path, "show", "r2").stdout
+    assert json.loads(orch(tmp_path, "show", "r2", "--json", timeout=120, inventory=False).stdout)["histograms"] == {}
+    assert "correct_drafts_histogram" not in orch(tmp_path, "show", "r2", timeout=120, inventory=False).stdout

