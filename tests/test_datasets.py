@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from test_reuse import experiment
+from support.specs import experiment
 from orchestrator.core import datasets, spec as specs
 from orchestrator.errors import SpecError
 

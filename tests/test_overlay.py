@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT, free_port
 from support.cli import orch
 from support.files import sglang_tree, shipped, snapshot
-from test_slots import runs, window
+from support.specs import runs, window
 
 from orchestrator.core.inventory import Host
 from orchestrator.errors import OrchError

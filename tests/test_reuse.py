@@ -8,28 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, free_port
+from conftest import free_port
 from support.cli import orch
 from support.files import sglang_tree, shipped, snapshot
-from test_slots import runs
+from support.specs import experiment, runs
 
 from orchestrator.core import spec as specs
 from orchestrator.errors import SpecError
 from orchestrator.run import plankey
-
-
-DEMO_WORKLOAD = "workload:\n  requests: 16\n  max_new_tokens: 96\n  concurrency: 4\n"
-
-
-def experiment(project: Path, extra: str, workload: str = "") -> Path:
-    """The demo plus `extra`; `workload` (a `requests, max_new_tokens, concurrency` flow mapping) replaces its own."""
-    text = (ROOT / "experiments" / "eagle_debug.yaml").read_text()
-    assert DEMO_WORKLOAD in text
-    if workload:
-        text = text.replace(DEMO_WORKLOAD, f"workload: {{{workload}}}\n")
-    path = project / "experiments" / "reuse.yaml"
-    path.write_text(text + "\n" + extra)
-    return path
 
 
 def plans(path: Path, *overrides: str) -> list[specs.RunPlan]:

@@ -4,13 +4,13 @@ once: test_overlay.py)."""
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
 
 from conftest import ROOT, free_port
 from support.cli import orch
 from support.files import sglang_tree, shipped, snapshot
+from support.specs import runs, window
 
 
 def experiment(project: Path, *, repeats: int = 1) -> Path:
@@ -19,17 +19,6 @@ def experiment(project: Path, *, repeats: int = 1) -> Path:
     path = project / "experiments" / "slots.yaml"
     path.write_text(text + f"\nrepeats: {repeats}\n")
     return path
-
-
-def runs(project: Path) -> list[dict]:
-    listing = json.loads(orch(project, "ls", "--json").stdout)
-    return [json.loads(orch(project, "show", str(r["id"]), "--json").stdout) for r in listing]
-
-
-def window(run: dict) -> tuple[str, str]:
-    """When the run's server was up: its launch and stop events."""
-    at = {e["kind"]: e["at"] for e in run["events"]}
-    return at["launched"], at["stopped"]
 
 
 def test_two_tp4_runs_share_the_host_on_their_own_gpus_and_ports(project, tmp_path):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
-from test_reuse import experiment
 from support.cli import orch
+from support.specs import experiment
 
 from orchestrator.errors import WorkloadError
 from orchestrator.remote.streams import Timing
