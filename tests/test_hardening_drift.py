@@ -10,16 +10,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import rehearsal_spec
 import sshd
-from conftest import ROOT, free_port
+from conftest import free_port
+from support.cli import orch
 
 PATCHED = "rehearsal/sglang/srt/models/llama_eagle3.py"
 PATCH = """\
@@ -56,13 +54,6 @@ def where(request, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         server.stop()
 
 
-def orch(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "PYTHONPATH": str(ROOT),
-           "ORCH_INVENTORY": str(project / "inventory.yaml"), "COLUMNS": "400"}
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=240)
-
-
 def experiment(project: Path, host: str) -> Path:
     spec = project / "experiments" / "drift.yaml"
     spec.write_text(rehearsal_spec.sglang("drift", free_port(), 0, PATCH).replace("hosts: [local]", f"hosts: [{host}]"))
@@ -76,7 +67,7 @@ def state(workdir: Path) -> dict[str, bytes]:
 
 
 def show(project: Path) -> dict:
-    return json.loads(orch(project, "show", "last", "--json").stdout)
+    return json.loads(orch(project, "show", "last", "--json", columns="400").stdout)
 
 
 def sha(data: bytes) -> str:
@@ -86,7 +77,7 @@ def sha(data: bytes) -> str:
 def test_a_hand_edit_since_the_revert_stops_the_next_run_until_resolved(where):
     project, host, workdir = where
     spec = experiment(project, host)
-    first = orch(project, "run", str(spec))
+    first = orch(project, "run", str(spec), columns="400")
     assert first.returncode == 0, first.stdout + first.stderr
     target = workdir / PATCHED
     original = target.read_bytes()
@@ -94,7 +85,7 @@ def test_a_hand_edit_since_the_revert_stops_the_next_run_until_resolved(where):
     target.write_bytes(edited)
 
     before = state(workdir)
-    refused = orch(project, "run", str(spec))
+    refused = orch(project, "run", str(spec), columns="400")
     out = refused.stdout + refused.stderr
     assert refused.returncode == 2, out
     assert target.read_bytes() == edited and state(workdir) == before  # nothing on the host changed
@@ -105,11 +96,11 @@ def test_a_hand_edit_since_the_revert_stops_the_next_run_until_resolved(where):
     assert "`orch run --accept-drift`" in record["error"] and "nothing was changed" in record["error"]
     assert "+# tuned by hand \\x1b[31mred\\x1b[0m" in out and "\x1b" not in out, out  # the diff, escapes visible
 
-    forced = orch(project, "revert", "--host", host, "--force")
+    forced = orch(project, "revert", "--host", host, "--force", columns="400")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert "+# tuned by hand" in forced.stdout and f"reverted: {target}" in forced.stdout, forced.stdout
     assert target.read_bytes() == original
-    again = orch(project, "run", str(spec))
+    again = orch(project, "run", str(spec), columns="400")
     assert again.returncode == 0, again.stdout + again.stderr
     assert target.read_bytes() == original
 
@@ -117,19 +108,19 @@ def test_a_hand_edit_since_the_revert_stops_the_next_run_until_resolved(where):
 def test_accept_drift_records_it_and_patches_the_file_as_it_is(where):
     project, host, workdir = where
     spec = experiment(project, host)
-    assert orch(project, "run", str(spec)).returncode == 0
+    assert orch(project, "run", str(spec), columns="400").returncode == 0
     target = workdir / PATCHED
     edited = target.read_bytes() + HAND_EDIT
     target.write_bytes(edited)
 
-    [listed] = json.loads(orch(project, "patches", "--json").stdout)  # said where orch lists what it changed
+    [listed] = json.loads(orch(project, "patches", "--json", columns="400").stdout)  # said where orch lists what it changed
     assert (listed["host"], listed["file"], listed["state"]) == (host, str(target), "drifted")
     assert Path(listed["backup"]).read_bytes() == edited[:-len(HAND_EDIT)]  # what orch left, kept
-    plain = orch(project, "revert", "--host", host)  # without --force: said, left alone
+    plain = orch(project, "revert", "--host", host, columns="400")  # without --force: said, left alone
     assert plain.returncode == 1 and "changed since orch's revert left it" in plain.stdout, plain.stdout
     assert target.read_bytes() == edited
 
-    accepted = orch(project, "run", str(spec), "--accept-drift")
+    accepted = orch(project, "run", str(spec), "--accept-drift", columns="400")
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     record = show(project)
     assert [p["sha256_before"] for p in record["patches"]] == [sha(edited)]  # the file as installed
@@ -137,19 +128,19 @@ def test_accept_drift_records_it_and_patches_the_file_as_it_is(where):
     assert "orch run --accept-drift" in event["message"] and "+# tuned by hand" in event["message"]
     assert target.read_bytes() == edited  # the revert puts back the file as the run found it
 
-    later = orch(project, "run", str(spec))  # the accepted file is what orch left: no drift now
+    later = orch(project, "run", str(spec), columns="400")  # the accepted file is what orch left: no drift now
     assert later.returncode == 0, later.stdout + later.stderr
     assert target.read_bytes() == edited
 
 
 def test_a_dry_run_stops_on_drift_too(project):
     spec = experiment(project, "local")
-    assert orch(project, "run", str(spec)).returncode == 0
+    assert orch(project, "run", str(spec), columns="400").returncode == 0
     target = project / "host" / PATCHED
     target.write_bytes(target.read_bytes() + HAND_EDIT)
-    dry = orch(project, "run", str(spec), "--dry-run")
+    dry = orch(project, "run", str(spec), "--dry-run", columns="400")
     assert dry.returncode == 2 and "was changed by hand since run" in dry.stderr, dry.stdout + dry.stderr
-    assert orch(project, "run", str(spec), "--dry-run", "--accept-drift").returncode == 0
+    assert orch(project, "run", str(spec), "--dry-run", "--accept-drift", columns="400").returncode == 0
 
 
 def test_a_file_changed_during_a_run_is_drift_for_the_next_one(tmp_path: Path):
@@ -230,11 +221,11 @@ def test_another_rehearsal_release_is_not_drift(project):
     """The stand-in's tree replaced by orch itself (the host's `rehearsal:` release changed) holds
     another release's files: no hand edit, so the next run patches it without a word."""
     spec = experiment(project, "local")
-    assert orch(project, "run", str(spec)).returncode == 0
+    assert orch(project, "run", str(spec), columns="400").returncode == 0
     target = project / "host" / PATCHED
     first = target.read_bytes()
     inventory = project / "inventory.yaml"
     inventory.write_text(inventory.read_text().replace("rehearsal: true", 'rehearsal: "0.5.23"'))
-    done = orch(project, "run", str(spec))
+    done = orch(project, "run", str(spec), columns="400")
     assert done.returncode == 0, done.stdout + done.stderr
     assert target.read_bytes() != first and "changed by hand" not in done.stdout + done.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, free_port
-from test_run import ORCH, orch
+from support.cli import ORCH, orch
 
 # 0.5.23 deprecates --disable-cuda-graph: every run's flag check warns the same
 SPEC = """\

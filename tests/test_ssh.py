@@ -8,7 +8,6 @@ import http.server
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -18,11 +17,11 @@ import pytest
 
 import sshd
 from sshd import session
-from conftest import ROOT
 from orchestrator.errors import EXIT_HOST, HostError
 from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
 from orchestrator.remote.ssh import SSHConnection
+from support.cli import orch
 
 pytestmark = pytest.mark.skipif(sshd.sshd_missing() is not None, reason=sshd.sshd_missing() or "")
 
@@ -293,12 +292,6 @@ def test_wrong_key_is_refused_with_what_to_do(server, known, tmp_path):
 # -- orch hosts check ----------------------------------------------------------------------
 
 
-def orch(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ORCH_INVENTORY": str(folder / "inventory.yaml"), "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
 def test_hosts_check_json_over_two_sshd_hosts_and_local(tmp_path):
     a = sshd.start(tmp_path / "a", "box-a")
     b = sshd.start(tmp_path / "b", "box-b")
@@ -323,7 +316,7 @@ def test_hosts_check_json_over_two_sshd_hosts_and_local(tmp_path):
         with socket.socket() as busy:
             busy.bind(("127.0.0.1", listening))
             busy.listen()
-            done = orch(tmp_path, "hosts", "check", "--hosts", "box-a,box-b,here", "--json", "--port", str(listening))
+            done = orch(tmp_path, "hosts", "check", "--hosts", "box-a,box-b,here", "--json", "--port", str(listening), timeout=60, db=False)
         assert done.returncode == 0, done.stdout + done.stderr
         facts = {f["host"]: f for f in json.loads(done.stdout)}
         assert list(facts) == ["box-a", "box-b", "here"]
@@ -334,14 +327,14 @@ def test_hosts_check_json_over_two_sshd_hosts_and_local(tmp_path):
         assert facts["box-b"]["packages"]["sglang"] == {"version": "0.5.9", "dir": str(fake_sglang)}
         assert "sglang" not in facts["box-a"]["packages"]
 
-        with_gone = orch(tmp_path, "hosts", "check", "--json", "--port", str(listening))
+        with_gone = orch(tmp_path, "hosts", "check", "--json", "--port", str(listening), timeout=60, db=False)
         assert with_gone.returncode == EXIT_HOST, with_gone.stderr
         gone = {f["host"]: f for f in json.loads(with_gone.stdout)}
         assert [h for h, f in gone.items() if not f["reachable"]] == ["gone"]
         assert "refused" in gone["gone"]["error"] and gone["box-a"]["port_listening"] is False
         assert with_gone.stderr.strip().splitlines() == ["error: 1 of 4 hosts unreachable: gone; the report above says why for each"]
 
-        table = orch(tmp_path, "hosts", "check", "--hosts", "box-a,gone")
+        table = orch(tmp_path, "hosts", "check", "--hosts", "box-a,gone", timeout=60, db=False)
         assert table.returncode == EXIT_HOST and "box-a" in table.stdout and "unreachable" in table.stdout
     finally:
         a.stop()
