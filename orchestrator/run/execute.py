@@ -19,6 +19,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.host import diskspace, occupancy, patchcheck, server, treelock
@@ -30,7 +31,7 @@ from .preparing import prepare_patches as prepare_patches
 from .rendercontext import run_context as run_context
 from orchestrator.core import render, shell, spec as specs
 from orchestrator import engines
-from orchestrator.engines.base import LogReport, Measures
+from orchestrator.engines.base import Diagnosis, LogReport, Measures
 from orchestrator.errors import HostError, OrchError, ServerError, WorkloadError
 from orchestrator.remote.group import uncancelled
 from orchestrator.remote.reconnecting import reconnections
@@ -217,6 +218,25 @@ async def _never() -> bool:
     return False
 
 
+@dataclass
+class _Tally:
+    """What a run comes to as its stages go: set by the work, amended by the cleanup (an expectation
+    failed, a revert left a file changed, a link cut the workload) and returned as its Outcome."""
+
+    run: Run  # the row as the run started; the cleanup's last write replaces it
+    links_from: int  # the reconnections before the run: earlier runs' reopened links are theirs
+    status: str = FAILED
+    error: str | None = None
+    evidence: tuple[str, ...] = ()
+    exit_code: int = 1
+    metrics: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    measure: Callable[[LogReport], Measures] | None = None  # the run's measures, once its log is read
+    diagnosis: Diagnosis | None = None
+    requests_failed: bool = False  # a request of the workload failed: a server that died under it says why
+    workload_from: int | None = None  # the reconnections when the workload began, while it runs
+
+
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter,
                   kept: serving.Kept | None = None, keep: serving.Keep = _never,
                   nodes: multinode.Nodes | None = None) -> Outcome:
@@ -226,115 +246,123 @@ async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store,
     those hosts too, rank 0 on `session`'s (`multinode.py`; no reuse)."""
     reuse = kept.take() if kept is not None else None
     attempt = _attempt(spec, plan, session, store, reporter, reuse, nodes)
-    host, engine, run = session.host, attempt.engine, attempt.run
+    run = attempt.run
     attempt.known(run=run.id, gpus=attempt.gpus, engine=spec.engine, plan=plan.key)  # its live table row
     attempt.say(f"run {run.id} ({run.uid}) started")
-    status, error, evidence, exit_code = FAILED, None, (), 1
-    metrics: dict[str, Any] = {}
-    flags: list[str] = []
-    measure: Callable[[LogReport], Measures] | None = None  # the run's measures, once its log is read
-    diagnosis = None
-    requests_failed = False  # a request of the workload failed: a server that died under it says why
-    links_from, workload_from = len(reconnections(session.conn)), None  # earlier runs' reopened links are theirs
-    load = plan.workload or spec.workload
+    tally = _Tally(run, len(reconnections(session.conn)))
     try:
-        async with multinode.watched(attempt):  # another node failing cuts the run short at once
-            if reuse is None:
-                await _bring_up(attempt, metrics)
-                attempt.say(f"ready after {metrics['startup_s']:.1f} s; {_workload_said(load)}")
-            else:
-                serving.join(attempt, reuse)
-                attempt.say(_workload_said(load))
-            attempt.enter(Stage.WORKLOAD)
-            base_url = attempt.serving.base_url if attempt.serving is not None else ""
-            workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
-            if load.tool is not None:  # the engine's own benchmark tool, on the host (`tool.py`)
-                measure = await tool.run(attempt, load, attempt.serving.srv.port if attempt.serving else _port(attempt), metrics)
-            else:
-                before = await engine.server_state(base_url)
-                result = await workload.run(engine, base_url, load, workload.so_far(engine, attempt.known))
-                measure = functools.partial(engine.measures, result, before, await engine.server_state(base_url))
-                metrics.update(collect.workload_metrics(result))
-                collect.store_requests(store, run, result, load)
-        workload_from = None  # the workload is done: a later drop cuts none of its requests
-        status, exit_code = SUCCEEDED, 0  # unless the measures fail an expectation (after the stop)
+        await _work(attempt, tally, reuse)
     except OrchError as exc:
-        error, evidence, exit_code = str(exc), exc.evidence, exc.exit_code
-        requests_failed = isinstance(exc, WorkloadError) and attempt.stage == Stage.WORKLOAD
-        diagnosis = exc.diagnosis if isinstance(exc, ServerError) else None
-        if diagnosis is not None:
-            store.update_run(run, diagnosis=diagnosis.as_record())
+        tally.error, tally.evidence, tally.exit_code = str(exc), exc.evidence, exc.exit_code
+        tally.requests_failed = isinstance(exc, WorkloadError) and attempt.stage == Stage.WORKLOAD
+        tally.diagnosis = exc.diagnosis if isinstance(exc, ServerError) else None
+        if tally.diagnosis is not None:
+            store.update_run(run, diagnosis=tally.diagnosis.as_record())
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         # a signal to `orch run` cancels its runs (cli/interrupt.py); the cancel names the signal
-        status, error, exit_code = runstop.cancelled(exc)  # one run stopped alone, or the sweep (`runstop.py`)
+        tally.status, tally.error, tally.exit_code = runstop.cancelled(exc)  # one run stopped alone, or the sweep
         raise
     finally:
-        async def clean_up() -> None:
-            nonlocal run, status, error, exit_code
-            attempt.reporter = unfailing(attempt.reporter)  # a closed terminal or pipe loses lines, not the cleanup
-            if attempt.serving is None and attempt.stage in _LAUNCHING:  # cancelled while the launch command ran
-                found = await _launched(session, attempt.launch.run_dir, _port(attempt))
-                if found is not None:
-                    serving.launched(attempt, found)
-            held = attempt.serving
-            log, cleanup_errors = b"", []
-            stopping = asyncio.ensure_future(multinode.stop(attempt))  # the other nodes at once, beside rank 0
-            segment = await serving.kept_segment(attempt, keep) if status == SUCCEEDED and kept is not None else None
-            if segment is not None:
-                log = segment
-            else:
-                try:
-                    attempt.enter(Stage.STOP)
-                    log = serving.own_part(held, await stages.stop(attempt, held.srv if held else None))
-                except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
-                    cleanup_errors.append(exc)
-                    log = held.read_so_far if held is not None and not held.log_offset else b""
-            node_logs = await stopping
-            attempt.enter(Stage.READ_LOG)
-            log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
-            attempt.enter(Stage.RECORD)
-            if held is not None:
-                collect.store_log(store, run, log, log_report)
-                if reuse is None:  # the launching run's log holds the engine's print of its arguments
-                    effective.record(attempt, log_report, log)
-                else:  # its part of the log does not: it ran on the launcher's server, with its arguments
-                    effective.inherit(attempt, reuse.launcher.run.id)
-            multinode.record_logs(node_logs, _patched_files(store, run))
-            if measure is not None:
-                found_flags, notes = collect.record(store, run, metrics, measure(log_report))
-                attempt.known(**metrics)  # accept length, tokens/s
-                flags.extend(found_flags)
-                for note in notes:
-                    attempt.say(note)
-                failed_expectations = collect.check_expectations(plan, metrics)
-                if failed_expectations:
-                    status, exit_code = FAILED, 1
-                    error = "expectation failed: " + "; ".join(failed_expectations)
-            if status == FAILED and log_report.diagnosis is not None and (diagnosis is None or log_report.diagnosis.decisive):
-                # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
-                store.update_run(run, diagnosis=log_report.diagnosis.as_record())
-                if requests_failed:
-                    # a request failed because the server died under it: the server's cause first
-                    error = f"the server failed during the workload: {log_report.diagnosis.summary} ({error})"
-            if segment is not None and kept is not None:
-                kept.serving = held
-            else:
-                error, status, exit_code = await _revert(attempt, held, cleanup_errors, flags, error, status, exit_code)
-                left = await multinode.revert(attempt)  # every other node's, whatever happened on rank 0's
-                if left:
-                    error = "; ".join([*([error] if error else []), *left])
-                    status, exit_code = (FAILED, 1) if status == SUCCEEDED else (status, exit_code)
-            cut = collect.record_reconnections(store, run, host.name, reconnections(session.conn), links_from, workload_from)
-            if cut and status == FAILED:
-                error = (f"{error}; " if error else "") + cut
-            run = store.update_run(run, status=status, error=error, flags=flags, ended_at=now())
-            attempt.known(status=status)
-            attempt.say(f"run {run.id} {status}" + (f": {error}" if error else ""))
+        await uncancelled(_clean_up(attempt, tally, reuse, kept, keep))  # a second signal never cuts a stop or a revert short
+    hidden, t = attempt.secrets, tally
+    error, evidence = (hide(t.error, hidden) if t.error else t.error), tuple(hide(e, hidden) for e in t.evidence)
+    return Outcome(t.run.id, t.run.uid, plan.variant, session.host.name, t.status, t.metrics, tuple(t.flags), error,
+                   evidence, t.exit_code)
 
-        await uncancelled(clean_up())  # a second signal never cuts a stop or a revert short
-    hidden = attempt.secrets
-    error, evidence = (hide(error, hidden) if error else error), tuple(hide(e, hidden) for e in evidence)
-    return Outcome(run.id, run.uid, plan.variant, host.name, status, metrics, tuple(flags), error, evidence, exit_code)
+
+async def _work(attempt: Attempt, tally: _Tally, reuse: serving.Serving | None) -> None:
+    """The run's server brought up (or joined) and its workload sent; the tally says it succeeded."""
+    spec, session, engine, store, metrics = attempt.spec, attempt.session, attempt.engine, attempt.store, tally.metrics
+    load = attempt.plan.workload or spec.workload
+    async with multinode.watched(attempt):  # another node failing cuts the run short at once
+        if reuse is None:
+            await _bring_up(attempt, metrics)
+            attempt.say(f"ready after {metrics['startup_s']:.1f} s; {_workload_said(load)}")
+        else:
+            serving.join(attempt, reuse)
+            attempt.say(_workload_said(load))
+        attempt.enter(Stage.WORKLOAD)
+        base_url = attempt.serving.base_url if attempt.serving is not None else ""
+        tally.workload_from = len(reconnections(session.conn))  # a link reopened from now on cut the requests in flight
+        if load.tool is not None:  # the engine's own benchmark tool, on the host (`tool.py`)
+            tally.measure = await tool.run(attempt, load, attempt.serving.srv.port if attempt.serving else _port(attempt),
+                                           metrics)
+        else:
+            before = await engine.server_state(base_url)
+            result = await workload.run(engine, base_url, load, workload.so_far(engine, attempt.known))
+            tally.measure = functools.partial(engine.measures, result, before, await engine.server_state(base_url))
+            metrics.update(collect.workload_metrics(result))
+            collect.store_requests(store, tally.run, result, load)
+    tally.workload_from = None  # the workload is done: a later drop cuts none of its requests
+    tally.status, tally.exit_code = SUCCEEDED, 0  # unless the measures fail an expectation (after the stop)
+
+
+async def _clean_up(attempt: Attempt, t: _Tally, reuse: serving.Serving | None, kept: serving.Kept | None,
+                    keep: serving.Keep) -> None:
+    """Whatever happened: the server stopped (or kept for the next plan of its key), the log read
+    once and recorded, the measures checked, the patches reverted, the run's row closed."""
+    spec, session, store, engine, run = attempt.spec, attempt.session, attempt.store, attempt.engine, t.run
+    attempt.reporter = unfailing(attempt.reporter)  # a closed terminal or pipe loses lines, not the cleanup
+    if attempt.serving is None and attempt.stage in _LAUNCHING:  # cancelled while the launch command ran
+        found = await _launched(session, attempt.launch.run_dir, _port(attempt))
+        if found is not None:
+            serving.launched(attempt, found)
+    held = attempt.serving
+    log, cleanup_errors = b"", []
+    stopping = asyncio.ensure_future(multinode.stop(attempt))  # the other nodes at once, beside rank 0
+    segment = await serving.kept_segment(attempt, keep) if t.status == SUCCEEDED and kept is not None else None
+    if segment is not None:
+        log = segment
+    else:
+        try:
+            attempt.enter(Stage.STOP)
+            log = serving.own_part(held, await stages.stop(attempt, held.srv if held else None))
+        except (OrchError, OSError) as exc:  # the log read while waiting for readiness is what there is
+            cleanup_errors.append(exc)
+            log = held.read_so_far if held is not None and not held.log_offset else b""
+    node_logs = await stopping
+    attempt.enter(Stage.READ_LOG)
+    log_report = engine.parse_log(log, spec.debug_pattern, _patched_files(store, run))  # the one reading
+    attempt.enter(Stage.RECORD)
+    if held is not None:
+        collect.store_log(store, run, log, log_report)
+        if reuse is None:  # the launching run's log holds the engine's print of its arguments
+            effective.record(attempt, log_report, log)
+        else:  # its part of the log does not: it ran on the launcher's server, with its arguments
+            effective.inherit(attempt, reuse.launcher.run.id)
+    multinode.record_logs(node_logs, _patched_files(store, run))
+    if t.measure is not None:
+        found_flags, notes = collect.record(store, run, t.metrics, t.measure(log_report))
+        attempt.known(**t.metrics)  # accept length, tokens/s
+        t.flags.extend(found_flags)
+        for note in notes:
+            attempt.say(note)
+        failed_expectations = collect.check_expectations(attempt.plan, t.metrics)
+        if failed_expectations:
+            t.status, t.exit_code = FAILED, 1
+            t.error = "expectation failed: " + "; ".join(failed_expectations)
+    if t.status == FAILED and log_report.diagnosis is not None and (t.diagnosis is None or log_report.diagnosis.decisive):
+        # the whole log, read knowing the patched files, names the cause: it replaces the one made when the server died
+        store.update_run(run, diagnosis=log_report.diagnosis.as_record())
+        if t.requests_failed:
+            # a request failed because the server died under it: the server's cause first
+            t.error = f"the server failed during the workload: {log_report.diagnosis.summary} ({t.error})"
+    if segment is not None and kept is not None:
+        kept.serving = held
+    else:
+        t.error, t.status, t.exit_code = await _revert(attempt, held, cleanup_errors, t.flags, t.error, t.status,
+                                                       t.exit_code)
+        left = await multinode.revert(attempt)  # every other node's, whatever happened on rank 0's
+        if left:
+            t.error = "; ".join([*([t.error] if t.error else []), *left])
+            t.status, t.exit_code = (FAILED, 1) if t.status == SUCCEEDED else (t.status, t.exit_code)
+    cut = collect.record_reconnections(store, run, session.host.name, reconnections(session.conn), t.links_from,
+                                       t.workload_from)
+    if cut and t.status == FAILED:
+        t.error = (f"{t.error}; " if t.error else "") + cut
+    t.run = store.update_run(run, status=t.status, error=t.error, flags=t.flags, ended_at=now())
+    attempt.known(status=t.status)
+    attempt.say(f"run {t.run.id} {t.status}" + (f": {t.error}" if t.error else ""))
 
 
 async def _revert(attempt: Attempt, held: serving.Serving | None, cleanup_errors: list[BaseException],
