@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any, Optional
@@ -44,6 +43,8 @@ def doctor(
     from orchestrator.run.attempt import Lines
 
     reporter = ui.reporter if not as_json else Lines(_quiet)
+    import asyncio  # here: `orch --help` must not load the event loop
+
     verdict = asyncio.run(examination.examine(spec, chosen, host, _store(), reporter))
     if as_json:
         ui.console.print(dumps(verdict.as_json()), markup=False, highlight=False, soft_wrap=True)

@@ -6,10 +6,11 @@ only in the matrix's values and the repeat index, so those are the columns worth
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
-from orchestrator.core.spec import RunPlan
+if TYPE_CHECKING:  # reading commands import this module and must not load the experiment reader
+    from orchestrator.core.spec import RunPlan
 
 REPEAT = "repeat"  # the repeat index, shown like a param where the plans repeat
 
