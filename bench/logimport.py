@@ -1,13 +1,15 @@
 """`orch import` of a big SGLang log against a plain Python scan of the same file, alternated.
 
-    python bench/logimport.py [--size-mb 1024] [--runs 3] [--kinds decode,mixed]
+    python bench/logimport.py [--size-mb 1024] [--runs 3] [--kinds decode,mixed] [--against REV]
 
 Writes each log into a temporary folder (deleted afterwards): `decode`, made only of decode lines
 (a long run's log at its busiest), and `mixed`, bench/logparse.py's mix of a busy server (prefill
 and decode lines, debug lines, warnings and access lines). Each run is a fresh process: the plain
 scan (`for line in f: if b"accept len" in line: n += 1`), then `orch import` into a fresh SQLite
 file, alternately, so both see the same load on a shared machine. Prints per log the medians, their
-ratio and the importing process's peak RSS (its own, from wait4).
+ratio and the importing process's peak RSS (its own, from wait4). With `--against REV` that
+revision's `orch import` (its tree exported with `git archive`, first on PYTHONPATH) runs in the
+same rounds too.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -57,11 +60,12 @@ def write_log(path: Path, kind: str, size_mb: int) -> None:
             i += 1
 
 
-def timed(command: list[str]) -> tuple[float, int, str]:
+def timed(command: list[str], tree: Path = ROOT) -> tuple[float, int, str]:
     """Wall seconds, peak RSS (KiB) of the process, its stdout."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        child = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "PYTHONPATH": str(tree)})
         _, status, usage = os.wait4(child.pid, 0)
         took = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -72,24 +76,39 @@ def timed(command: list[str]) -> tuple[float, int, str]:
     return took, usage.ru_maxrss, said
 
 
-def bench(kind: str, size_mb: int, runs: int, folder: Path) -> None:
+def exported(rev: str, folder: Path) -> Path:
+    archive = folder / "tree.tar"
+    subprocess.run(["git", "archive", "-o", str(archive), rev, "orchestrator"], cwd=ROOT, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder / "tree", filter="data")
+    return folder / "tree"
+
+
+def bench(kind: str, size_mb: int, runs: int, folder: Path, trees: dict[str, Path]) -> None:
     log = folder / f"{kind}.log"
     write_log(log, kind, size_mb)
     mb = log.stat().st_size / 1e6
-    scans, imports, rss = [], [], []
+    scans: list[float] = []
+    imports: dict[str, list[float]] = {name: [] for name in trees}
+    rss: dict[str, list[int]] = {name: [] for name in trees}
     for i in range(runs):
         scans.append(timed([sys.executable, "-c", SCAN, str(log)])[0])
-        db = folder / f"{kind}-{i}.db"
-        took, peak, said = timed([sys.executable, "-m", "orchestrator.cli", "--db", f"sqlite:///{db}", "import", str(log)])
-        imports.append(took)
-        rss.append(peak)
-        db.unlink()
-    scan, imported = statistics.median(scans), statistics.median(imports)
+        for name, tree in trees.items():
+            db = folder / f"{kind}-{i}.db"
+            took, peak, said = timed([sys.executable, "-P", "-m", "orchestrator.cli", "--db", f"sqlite:///{db}",
+                                      "import", str(log)], tree)
+            imports[name].append(took)
+            rss[name].append(peak)
+            for made in folder.glob(f"{db.name}*"):
+                made.unlink()
+    scan = statistics.median(scans)
     print(f"{kind}: {mb:.0f} MB; {said.splitlines()[0]}")
     print(f"  plain scan   median {scan:6.2f} s ({mb / scan:5.0f} MB/s) over {runs}: {', '.join(f'{s:.2f}' for s in scans)}")
-    print(f"  orch import  median {imported:6.2f} s ({mb / imported:5.0f} MB/s) over {runs}: "
-          f"{', '.join(f'{s:.2f}' for s in imports)}")
-    print(f"  ratio import/scan {imported / scan:.1f}x; peak RSS of the import {max(rss) / 1024:.0f} MB")
+    for name, found in imports.items():
+        imported = statistics.median(found)
+        print(f"  orch import ({name}) median {imported:6.2f} s ({mb / imported:5.0f} MB/s) over {runs}: "
+              f"{', '.join(f'{s:.2f}' for s in found)}")
+        print(f"    ratio import/scan {imported / scan:.1f}x; peak RSS of the import {max(rss[name]) / 1024:.0f} MB")
 
 
 def main() -> None:
@@ -97,10 +116,14 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kinds", default="decode,mixed")
+    parser.add_argument("--against", help="a git revision whose orch import runs in the same rounds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="orch-importbench-") as tmp:
+        trees = {"this tree": ROOT}
+        if args.against:
+            trees[args.against] = exported(args.against, Path(tmp))
         for kind in args.kinds.split(","):
-            bench(kind, args.size_mb, args.runs, Path(tmp))
+            bench(kind, args.size_mb, args.runs, Path(tmp), trees)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 from test_import import FIXTURES, orch
 
 from orchestrator.core.secrets import mask_log
+from orchestrator.engines import seriesblock
 
 HF = "hf_" + "Ab3" * 10
 OPENAI = "sk-proj-" + "Zq9" * 8
@@ -33,6 +34,8 @@ def _everything_stored(db: Path) -> str:
         texts = [repr(row) for table in ("run", "debugrow", "eventrow", "metricrow", "seriesrow")
                  for row in conn.execute(f"SELECT * FROM {table}")]
         texts += [zlib.decompress(data).decode() for data, in conn.execute("SELECT data FROM logrow")]
+        texts += [repr(list(seriesblock.points(seriesblock.unpack(kind, seq, data))))  # the packed series
+                  for kind, seq, data in conn.execute("SELECT kind, seq, data FROM seriesblockrow")]
     return "\n".join(texts)
 
 
