@@ -84,7 +84,7 @@ def not_run(outcomes: list[Any]) -> None:
         if o.run_id is None and o.error:
             counts[o.error] = counts.get(o.error, 0) + 1
     for why, n in counts.items():
-        error(f"{n} plan(s) not run: {why}")
+        error(why if n == 1 else f"{n} plan(s) not run: {why}")
 
 
 def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
