@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from orchestrator.core import spec as specs
+from orchestrator.core import checkpointdefs, spec as specs
 from orchestrator.core.spec import CheckpointDef
 from orchestrator.errors import SpecError
 from orchestrator.host import checkpoint
@@ -46,5 +46,5 @@ def test_the_experiment_may_name_d2t_to_absolute(tmp_path):
     (tmp_path / "exp.yaml").write_text(
         "name: e\nhosts: [h]\ntemplate: t.j2\n"
         "checkpoints:\n  - {name: draft, src: d, dest: /x, transform: [d2t_to_absolute]}\n")
-    (found,) = specs._checkpoints(specs.yamlfile.load(tmp_path / "exp.yaml"), tmp_path / "exp.yaml")
+    (found,) = checkpointdefs.read(specs.yamlfile.load(tmp_path / "exp.yaml"), tmp_path / "exp.yaml")
     assert found.transforms == ({"d2t_to_absolute": True},)
