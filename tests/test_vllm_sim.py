@@ -5,7 +5,6 @@ checkpoints (healthy ~3 tokens per step at 3 speculative tokens, absolute d2t ~1
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engines.vllm import logs, metrics, rehearsal
+from support.processes import launch, speculative_config as spec, stop, wait_ready
 
 
 def free_port() -> int:
@@ -53,37 +53,6 @@ def test_specforge_draft_name_is_unregistered_on_0_10_1_1(host):
     assert proc.wait(timeout=30) == 1
     found = logs.diagnose_bytes(log.read_bytes())
     assert found.kind == "arch-unsupported" and "LlamaForCausalLMEagle3" in found.summary
-
-
-def launch(host, *args: str, env: dict[str, str] | None = None):
-    release, folder = host
-    log = folder / f"server-{time.monotonic_ns()}.log"
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *args]
-    environment = {**os.environ, "PYTHONPATH": str(folder), "VLLM_LOG_STATS_INTERVAL": "0.3",
-                   "ORCH_REHEARSAL_GPUS": "8", **(env or {})}
-    handle = log.open("wb")
-    proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=environment, cwd=folder)
-    return proc, log
-
-
-def wait_ready(proc, log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if logs.is_ready(log.read_bytes()):
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited {proc.returncode}:\n{log.read_text()[-2000:]}")
-        time.sleep(0.05)
-    raise AssertionError("server not ready")
-
-
-def stop(proc) -> int:
-    proc.terminate()
-    return proc.wait(timeout=10)
-
-
-def spec(folder: Path, draft: str, method: str = "eagle3") -> str:
-    return json.dumps({"method": method, "model": str(folder / "ck" / draft), "num_speculative_tokens": 3})
 
 
 def get(port: int, path: str) -> tuple[int, bytes]:
