@@ -4,7 +4,7 @@ PYTHON  ?= python3
 BIN      = $(VENV)/bin
 ORCH     = $(BIN)/orch
 
-.PHONY: setup system-deps postgres-deps slurm-deps real-vllm real-models demo demo-vllm test typecheck bench clean
+.PHONY: setup system-deps postgres-deps slurm-deps real-vllm real-models demo demo-vllm test lint typecheck bench clean
 
 # The real engine of the tests and of `make demo-vllm`: vLLM's CPU build in a venv of its own, built once
 # per machine outside the clone and keyed by its pins (later clones reuse it). torch comes from the CPU
@@ -87,6 +87,10 @@ demo-vllm: setup real-models
 	$(ORCH) diff
 	$(BIN)/python tests/realvllm.py
 
+# ruff with the rules pyproject.toml's [tool.ruff] picks
+lint: setup
+	$(BIN)/ruff check
+
 # mypy --strict on what pyproject.toml's [tool.mypy] names (the pure core, the transports, the engine seam)
 typecheck: setup
 	$(BIN)/python -m mypy
@@ -95,7 +99,7 @@ typecheck: setup
 # so two keep both cores busy; a file's module fixtures (an sshd fleet, a cluster) stay on one worker.
 TEST_WORKERS ?= 2
 
-test: setup system-deps postgres-deps slurm-deps real-models typecheck
+test: setup system-deps postgres-deps slurm-deps real-models lint typecheck
 	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup

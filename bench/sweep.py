@@ -82,7 +82,7 @@ class Timing:
         self.ended: dict[str, float] = {}
 
     def message(self, label: str, text: str) -> None:
-        if text.startswith(f"run ") and " " in text[4:] and label in self.stages:
+        if text.startswith("run ") and " " in text[4:] and label in self.stages:
             self.ended[label] = time.monotonic()  # the last line of a run: "run N succeeded"
 
     def warning(self, label: str, text: str) -> None:

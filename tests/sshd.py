@@ -292,7 +292,7 @@ class Fleet:
         """The bridge-side end of host `index`'s link (cut it to make the host unreachable)."""
         return f"v{self.tag}h{index}"
 
-    def start(self) -> "Fleet":
+    def start(self) -> Fleet:
         self.prefix = _unused_subnet()
         _ip("link", "add", self.bridge, "type", "bridge")
         self.bridge_up = True

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 from support.cli import orch
@@ -84,7 +84,7 @@ def test_a_live_server_and_a_log_stored_cut_down_keep_their_folders_over_ssh(ssh
 
 
 def test_decide_needs_every_condition():
-    now = datetime(2026, 11, 29, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 29, tzinfo=UTC)
     run = Run(id=1, uid="u", experiment="e", variant="v", host="h", status=SUCCEEDED,
               ended_at=(now - timedelta(days=8)).isoformat())
     folder = cleanup.Folder("u", 10, 5, False)
@@ -105,7 +105,7 @@ def test_decide_needs_every_condition():
 def _fabricated(store: Store, runs: Path, uid: str, status: str, *, log: str, host: str = "local") -> Path:
     """A run row (ended ten days ago unless running) and its folder with a log; stored in the
     database unless the run is running or its name says no-log."""
-    ended = None if status == RUNNING else (datetime.now(timezone.utc) - timedelta(days=10)).isoformat()
+    ended = None if status == RUNNING else (datetime.now(UTC) - timedelta(days=10)).isoformat()
     run = Run(uid=uid, experiment="e", variant="v", host=host, status=status, ended_at=ended)
     store.add(run)
     folder = runs / uid

@@ -65,7 +65,7 @@ def _commands() -> dict[str, Any]:
     """The app's commands by name, a group's as `GROUP COMMAND` beside the group itself, as click
     holds them (typer may carry its own click: read, not imported)."""
     found = {}
-    for name, command in getattr(typer.main.get_command(app), "commands").items():
+    for name, command in typer.main.get_command(app).commands.items():
         found[name] = command
         for sub, inner in getattr(command, "commands", {}).items():
             found[f"{name} {sub}"] = inner

@@ -7,7 +7,6 @@ model or draft path missing on the host is an ERROR before anything on the host 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest

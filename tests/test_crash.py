@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-import sshd
 from conftest import free_port, group_alive
 from support.cli import orch, records, start_orch, wait_for
 from support.files import installed, journal_files, modified_files

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator import engines
-from orchestrator.run import collect
 from orchestrator.engines.sglang import skipped
 from orchestrator.engines.sglang.logs import diagnose, parse_log, parse_log_bytes
 

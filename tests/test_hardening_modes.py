@@ -28,7 +28,7 @@ def checkpoint(src: Path) -> None:
 
 
 @pytest.mark.parametrize("target", TRANSPORTS, indirect=True)
-def test_file_modes_are_kept_and_a_mode_change_alone_moves_no_bytes(target, tmp_path: Path):
+def test_file_modes_are_kept_and_a_mode_change_alone_moves_no_bytes(target, tmp_path: Path):  # noqa: F811
     host, reconnect = target
     src, dest, cache = tmp_path / "src", tmp_path / "host" / "ckpt", tmp_path / "cache"
     checkpoint(src)

@@ -150,7 +150,7 @@ def test_a_hostile_extra_argument_reaches_the_server_as_one_argument(tmp_path):
 def test_a_sandbox_escape_in_a_param_is_refused(tmp_path):
     canary = tmp_path / "canary"
     with pytest.raises(SpecError, match="refused by the template sandbox"):
-        launch(tmp_path, experiment(model_path="{{ cycler.__init__.__globals__.os.system('touch %s') }}" % canary))
+        launch(tmp_path, experiment(model_path="{{ cycler.__init__.__globals__.os.system('touch %s') }}" % canary))  # noqa: UP031 (no brace doubling)
     assert not canary.exists()
 
 
@@ -243,7 +243,7 @@ def hostile_run(tmp_path: Path) -> tuple[Path, str, str, Path, Path]:
     canary = tmp_path / "canary"
     kinds = hostile(canary)
     value = "".join(v for k, v in kinds.items() if k != "100kb") + kinds["100kb"][-2000:]
-    workdir = str(tmp_path / "work dir;$(touch {c})`touch {c}`'q\"".format(c=canary))
+    workdir = str(tmp_path / f"work dir;$(touch {canary})`touch {canary}`'q\"")
     drafts = tmp_path / "drafts"
     subprocess.run([sys.executable, str(SGLANG_REHEARSAL.checkpoint_maker), str(drafts)], check=True,
                    capture_output=True)
@@ -253,7 +253,7 @@ def hostile_run(tmp_path: Path) -> tuple[Path, str, str, Path, Path]:
     project = tmp_path / "project"
     (project / "templates").mkdir(parents=True)
     (project / "templates" / "launch.sh.j2").write_text(TEMPLATE.read_text())
-    dest = "{{ host.workdir }}/ck/draft;$(touch %s) `touch %s` 'q\" *" % (canary, canary)
+    dest = "{{ host.workdir }}/ck/draft;$(touch %s) `touch %s` 'q\" *" % (canary, canary)  # noqa: UP031 (no brace doubling)
     debug = ("      import os\n"
              f"      # {kinds['semicolon']} {kinds['subshell']} {kinds['backticks']} {kinds['quotes']}\n"
              f"      print('[HOSTILE-DEBUG] text=' + repr({json.dumps(value)}) + ' value='"
@@ -288,7 +288,7 @@ def check_hostile_run(project: Path, workdir: str, value: str, odd_file: Path, c
     code, log, _, _ = orch_main(project, ["logs", "last"])
     assert f"served_model_name={value!r}" in log  # the server argument, as SGLang's server_args line prints it
     # the checkpoint, pushed to the hostile destination, hostile file name and all, bytes intact
-    pushed = Path(workdir) / "ck" / "draft;$(touch {c}) `touch {c}` 'q\" *".format(c=canary)
+    pushed = Path(workdir) / "ck" / f"draft;$(touch {canary}) `touch {canary}` 'q\" *"
     assert (pushed / odd_file.name).read_text() == value
     assert (pushed / "config.json").read_bytes() == (odd_file.parent / "config.json").read_bytes()
     assert all(p["state"] == "reverted" for p in record["patches"])

@@ -59,7 +59,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "orchestrator"
 

@@ -12,7 +12,6 @@ import pytest
 
 from conftest import ROOT
 from orchestrator.host import checkpoint
-from orchestrator.engines.sglang import preflight_run
 from orchestrator.run import preflight as run_preflight
 from orchestrator.errors import PreflightError
 from orchestrator.core import spec as specs

@@ -6,11 +6,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-import pytest
 
 from conftest import ROOT, free_port
 from support.cli import ORCH, orch

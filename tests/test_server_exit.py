@@ -97,10 +97,10 @@ def rehearsal_tree(tmp_path_factory) -> Path:
 
 def test_the_rehearsal_server_stops_within_0_3_s_and_exits_0(tmp_path, rehearsal_tree):
     port = 30000 + (hash(str(tmp_path)) % 20000)
-    script = ("#!/usr/bin/env bash\nexport PYTHONPATH={root} ORCH_REHEARSAL_LOAD_SECONDS=0 "
+    script = (f"#!/usr/bin/env bash\nexport PYTHONPATH={shlex.quote(str(rehearsal_tree))} ORCH_REHEARSAL_LOAD_SECONDS=0 "
               "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n"
-              "exec {python} -m sglang.launch_server --model-path {root}/checkpoints/llama-target --port {port}\n"
-              ).format(root=shlex.quote(str(rehearsal_tree)), python=shlex.quote(sys.executable), port=port)
+              f"exec {shlex.quote(sys.executable)} -m sglang.launch_server --model-path {shlex.quote(str(rehearsal_tree))}/checkpoints/llama-target --port {port}\n"
+              )
 
     async def go():
         conn = LocalConnection(Host("local", transport="local", workdir=str(tmp_path / "work")))

@@ -129,7 +129,7 @@ class Sim:
                 with urllib.request.urlopen(self.url("/health_generate"), timeout=5) as r:
                     if r.status == 200:
                         return self
-            except (urllib.error.URLError, ConnectionError, socket.timeout):
+            except (TimeoutError, urllib.error.URLError, ConnectionError):
                 pass
             time.sleep(0.05)
         pytest.fail(f"server not ready after {timeout} s:\n{self.log}")

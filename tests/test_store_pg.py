@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from orchestrator.errors import StoreError
 from orchestrator.store import schema
-from orchestrator.store.database import (SUCCEEDED, LogRow, MetricRow, Run, SeriesRow, Store, _driver_url,
+from orchestrator.store.database import (SUCCEEDED, MetricRow, Run, SeriesRow, Store, _driver_url,
                                          current_user)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,12 +6,11 @@ appended last so they replace a `--speculative-config '{...}'` written whole. Th
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, free_port
+from conftest import free_port
 from orchestrator.engines.vllm import flags, jsonargs
 from orchestrator.engines.vllm.preflight_run import speculative_config
 from support.cli import orch

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, free_port
+from conftest import free_port
 from orchestrator.engines.vllm import inferred, rehearsal, source
 from support.cli import orch
 from vllm_wheels import source_tree

@@ -15,7 +15,6 @@ import pytest
 
 from orchestrator import engines
 from orchestrator.remote import http
-from orchestrator import engines
 from orchestrator.engines.base import WorkloadResult
 from orchestrator.engines.sglang import rehearsal as rehearsal_sim
 from orchestrator.engines.sglang.engine import verify_accept_len

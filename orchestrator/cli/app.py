@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -67,8 +67,8 @@ settings = Settings()
 
 @app.callback()
 def main_options(
-    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: $ORCH_DB or sqlite:///orch.db)."),
-    inventory: Optional[Path] = typer.Option(None, "--inventory", help="Inventory file (default: $ORCH_INVENTORY or ./inventory.yaml)."),
+    db: str | None = typer.Option(None, "--db", help="Database URL (default: $ORCH_DB or sqlite:///orch.db)."),
+    inventory: Path | None = typer.Option(None, "--inventory", help="Inventory file (default: $ORCH_INVENTORY or ./inventory.yaml)."),
     version: bool = typer.Option(False, "--version", is_eager=True, callback=lambda value: _version(value),
                                  help="Print orch's version and exit."),
 ) -> None:
@@ -99,11 +99,11 @@ def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, default=str)
 
 
-def _split(values: Optional[str]) -> tuple[str, ...]:
+def _split(values: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (values or "").split(",") if v.strip())
 
 
-def _load(spec_path: Path, hosts: Optional[str], overrides: list[str], variants: list[str]):
+def _load(spec_path: Path, hosts: str | None, overrides: list[str], variants: list[str]):
     from orchestrator.core import plancheck
 
     spec = specs.load(spec_path)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, get_args, get_origin
+from typing import Any, get_args, get_origin
+from collections.abc import Callable
 
 TRUE, FALSE = ("1", "true", "t", "yes", "y", "on"), ("", "0", "false", "f", "no", "n", "off")
 

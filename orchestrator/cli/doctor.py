@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -18,11 +18,11 @@ _EXIT_NOT_CONFIRMED = 1
 @app.command()
 def doctor(
     target: str = typer.Argument(..., metavar="SPEC|RUN", help="Experiment file, or a recorded run (id, uid prefix, last)."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="The variant to examine (needed when there are several)."),
-    hosts: Optional[str] = typer.Option(None, "--hosts", help="The host to examine it on (default: the experiment's first)."),
+    variant: str | None = typer.Option(None, "--variant", help="The variant to examine (needed when there are several)."),
+    hosts: str | None = typer.Option(None, "--hosts", help="The host to examine it on (default: the experiment's first)."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Probes alone: skip the checkpoint checks."),
     as_json: bool = typer.Option(False, "--json", help="{cause, evidence, fix, accept_len_before, accept_len_after, runs}."),
-    wait: Optional[str] = typer.Option(None, "--wait", metavar="[TIMEOUT]", help="Wait up to TIMEOUT seconds "
+    wait: str | None = typer.Option(None, "--wait", metavar="[TIMEOUT]", help="Wait up to TIMEOUT seconds "
                                        "(alone: an hour) for a host or package tree another orch command holds."),
 ) -> None:
     """Probe a variant with low accept length, name its cause, run the fix and compare."""
@@ -55,7 +55,7 @@ def doctor(
     raise typer.Exit(_EXIT_NOT_CONFIRMED if verdict.confirmed is False else EXIT_OK)
 
 
-def _what(target: str, variant: Optional[str], hosts: Optional[str]) -> tuple[Path, Optional[str], tuple[str, ...]]:
+def _what(target: str, variant: str | None, hosts: str | None) -> tuple[Path, str | None, tuple[str, ...]]:
     """An experiment file as given, or the experiment, variant and host of a recorded run."""
     if Path(target).suffix in (".yaml", ".yml") or Path(target).is_file():
         if not Path(target).is_file():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 @app.command()
 def revert(
-    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    host: str | None = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
     force: bool = typer.Option(False, "--force", help="Also restore files that changed after orch patched them."),
 ) -> None:
     """Revert every patch orch left applied on a host (after a crash, or a drifted file)."""
@@ -55,7 +55,7 @@ async def _patch_states(held: Held) -> list[PatchRecord]:
     return [*await held.session.journal.status(), *(r for r, _ in await changed_since_revert(held))]
 
 
-def _chosen(names: Optional[str]) -> list[inventories.Host]:
+def _chosen(names: str | None) -> list[inventories.Host]:
     """The hosts (or tags) named, comma-separated; every host of the inventory when none is."""
     inv = inventories.load(settings.inventory)
     return inv.select(_split(names) or list(inv.hosts))
@@ -72,7 +72,7 @@ def _on_hosts(hosts: list[inventories.Host], work: Callable[[Held], Awaitable[T]
 
 @app.command()
 def patches(
-    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    host: str | None = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
     as_json: bool = typer.Option(False, "--json", help="Each host's patched files, their states and runs, as JSON."),
 ) -> None:
     """What orch has applied (or left drifted) on each host's files, and by which run; a file changed
@@ -99,7 +99,7 @@ def patches(
 
 @app.command()
 def clean(
-    host: Optional[str] = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
+    host: str | None = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
     older_than: float = typer.Option(7.0, "--older-than", min=0, help="Days since the run ended."),
     big_logs: bool = typer.Option(False, "--big-logs", help="Also remove folders whose log was too big to store "
                                   "whole (the database keeps the lines orch reads and the log's end)."),
@@ -109,7 +109,7 @@ def clean(
     from datetime import timedelta
 
     from orchestrator.host import cleanup
-    from orchestrator.host.lifecycle import Held, Locking
+    from orchestrator.host.lifecycle import Locking
 
     chosen = _chosen(host)
     store = _store()
@@ -156,7 +156,7 @@ def hosts_list(ctx: typer.Context) -> None:
 
 @hosts_app.command("check")
 def hosts_check(
-    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: all)."),
+    hosts: str | None = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: all)."),
     port: int = typer.Option(30000, "--port", min=1, max=65535,
                              help="Report whether this port is already listening on each host."),
     timeout: float = typer.Option(10.0, "--timeout", help="Seconds to wait for each host's SSH handshake."),

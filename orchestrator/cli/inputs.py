@@ -4,7 +4,6 @@ checkpoints, vetted before any run, and the server log of a run made by hand."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,7 +17,7 @@ from .app import SET_HELP, _split, app, dumps, settings
 @app.command()
 def check(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
-    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
+    hosts: str | None = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Check only these variants (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="The findings of each group of runs (severity, code, "
@@ -39,9 +38,9 @@ def check(
 def import_log(
     log: str = typer.Argument(..., metavar="LOGFILE", help="Server log of a run made by hand: a local path, or "
                               "HOST:PATH for a log on an inventory host."),
-    name: Optional[str] = typer.Option(None, "--name", help="Variant name (default: the file name)."),
+    name: str | None = typer.Option(None, "--name", help="Variant name (default: the file name)."),
     params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
-    host: Optional[str] = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
+    host: str | None = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
                                        "the HOST of HOST:PATH, else `imported`)."),
     debug_pattern: str = typer.Option(DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
     secret: list[str] = typer.Option([], "--secret", help="An env name whose values to hide in the log, besides "

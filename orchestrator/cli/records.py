@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -18,13 +18,13 @@ RUN_HELP = "A run: its id (12), a unique prefix of its uid, `last` or `last~N`."
 
 @app.command("ls")
 def list_runs(
-    experiment: Optional[str] = typer.Option(None, "--experiment", "-e", help="Only runs of this experiment.",
+    experiment: str | None = typer.Option(None, "--experiment", "-e", help="Only runs of this experiment.",
                                              autocompletion=completing.experiments),
-    status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status: running, succeeded, "
+    status: str | None = typer.Option(None, "--status", help="Only runs with this status: running, succeeded, "
                                          "failed or interrupted."),
-    host: Optional[str] = typer.Option(None, "--host", help="Only runs on this host."),
+    host: str | None = typer.Option(None, "--host", help="Only runs on this host."),
     where: list[str] = typer.Option([], "--where", help=WHERE_HELP),
-    sort: Optional[str] = typer.Option(None, "--sort", metavar="METRIC",
+    sort: str | None = typer.Option(None, "--sort", metavar="METRIC",
                                        help="Best first by this metric (durations ascending, the rest descending)."),
     limit: int = typer.Option(50, "--limit", "-n", help="How many runs: the newest N (with --sort, the N best)."),
     as_json: bool = typer.Option(False, "--json", help="With each run's params and metrics."),

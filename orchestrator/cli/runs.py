@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @app.command()
 def run(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
-    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
+    hosts: str | None = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Run only these variants (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and check everything; change nothing."),
@@ -34,7 +34,7 @@ def run(
                                          help="Run even where another process holds the run's GPUs (recorded with each run)."),
     accept_drift: bool = typer.Option(False, "--accept-drift", help="Patch a file changed by hand since orch left it "
                                       "as it is now (the change recorded with the run) instead of stopping."),
-    wait: Optional[str] = typer.Option(None, "--wait", metavar="[TIMEOUT]", help="Wait up to TIMEOUT seconds "
+    wait: str | None = typer.Option(None, "--wait", metavar="[TIMEOUT]", help="Wait up to TIMEOUT seconds "
                                        "(alone: an hour) for a host or package tree another orch command holds, "
                                        "instead of refusing it."),
 ) -> None:
@@ -113,7 +113,7 @@ def _unfinished(store: Store, experiment: str, plans: list[specs.RunPlan]) -> li
 @app.command()
 def render(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Experiment file."),
-    hosts: Optional[str] = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
+    hosts: str | None = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Render only these variants (repeatable)."),
 ) -> None:

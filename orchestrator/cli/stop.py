@@ -4,7 +4,6 @@ hosts its sweep runs on now)."""
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
@@ -16,10 +15,10 @@ from .app import _split, app, settings
 
 @app.command()
 def stop(
-    run_ref: Optional[str] = typer.Argument(None, metavar="RUN", help="Run id, uid or `last`."),
-    host: Optional[str] = typer.Option(None, "--host", help="Every run and server of these hosts or tags."),
+    run_ref: str | None = typer.Argument(None, metavar="RUN", help="Run id, uid or `last`."),
+    host: str | None = typer.Option(None, "--host", help="Every run and server of these hosts or tags."),
     every: bool = typer.Option(False, "--all", help="Every run and server of every host in the inventory."),
-    sweep: Optional[str] = typer.Option(None, "--sweep", metavar="RUN",
+    sweep: str | None = typer.Option(None, "--sweep", metavar="RUN",
                                         help="The whole sweep of this run (id, uid or `last`), not that run alone."),
 ) -> None:
     """Stop a run alone (its sweep goes on), or a whole sweep, or every run of some hosts: servers

@@ -72,7 +72,7 @@ class Host:
     secrets: tuple[str, ...] = ()  # env names whose values are secret although their names do not say so
     slurm: Allocation | None = None  # set for `transport: slurm`
 
-    def login_host(self) -> "Host":
+    def login_host(self) -> Host:
         """A slurm entry's login node as a host of its own (its ssh keys are the entry's)."""
         assert self.slurm is not None
         if self.slurm.login == "local":

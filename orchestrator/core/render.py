@@ -21,7 +21,8 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 import jinja2
 from jinja2 import nodes
@@ -318,7 +319,7 @@ def referenced(tree: nodes.Template) -> list[tuple[str | None, int]]:
     for a name only known when it renders."""
     found: list[tuple[str | None, int]] = []
     for node in tree.find_all((nodes.Extends, nodes.FromImport, nodes.Import, nodes.Include)):
-        names = _constant_names(getattr(node, "template"))
+        names = _constant_names(node.template)
         found.extend((name, node.lineno) for name in (names if names is not None else [None]))
     return found
 

@@ -124,7 +124,7 @@ def _variants(data: Located, patches: dict[str, PatchDef], engine: str) -> tuple
                 known = ", ".join(patches) or "none defined"
                 raise SpecError(f"{body.where('patches')}: variant '{name}' uses unknown patch {patch!r}; patches: {known}")
         expect = {k: str(v) for k, v in readers.mapping(body, "expect").items()}
-        for metric, rule in expect.items():
+        for rule in expect.values():
             parse_expectation(rule, body.where("expect"))
         workload = readers.mapping(body, "workload")
         fresh = readers.boolean(body, "fresh_server", False) if "fresh_server" in body else None

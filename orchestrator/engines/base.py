@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -129,6 +129,7 @@ class Engine(ABC):
     async def check_launch(self, session: HostSession, script: str, template: Path, say: Say, label: str) -> None:
         """Raise SpecError naming a flag of the launch script the host's engine would reject (and
         where the template writes it); warnings through `say`. Default: no check."""
+        return None
 
     async def launch_findings(self, session: HostSession, script: str, template: Path) -> list[dict[str, str]]:
         """What `check_launch` would say, as findings (`orch check`). Default: none."""

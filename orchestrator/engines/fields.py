@@ -10,11 +10,10 @@ import re
 
 # A value the regex takes whole: plain text, quoted strings and brackets nested two deep.
 _QUOTED = r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\""
-_NEST1 = r"\((?:[^()\[\]{{}}'\"]|{q})*\)|\[(?:[^()\[\]{{}}'\"]|{q})*\]|\{{(?:[^()\[\]{{}}'\"]|{q})*\}}".format(q=_QUOTED)
-_NEST2 = r"\((?:[^()\[\]{{}}'\"]|{q}|{n})*\)|\[(?:[^()\[\]{{}}'\"]|{q}|{n})*\]|\{{(?:[^()\[\]{{}}'\"]|{q}|{n})*\}}".format(
-    q=_QUOTED, n=_NEST1)
+_NEST1 = rf"\((?:[^()\[\]{{}}'\"]|{_QUOTED})*\)|\[(?:[^()\[\]{{}}'\"]|{_QUOTED})*\]|\{{(?:[^()\[\]{{}}'\"]|{_QUOTED})*\}}"
+_NEST2 = rf"\((?:[^()\[\]{{}}'\"]|{_QUOTED}|{_NEST1})*\)|\[(?:[^()\[\]{{}}'\"]|{_QUOTED}|{_NEST1})*\]|\{{(?:[^()\[\]{{}}'\"]|{_QUOTED}|{_NEST1})*\}}"
 # A key never starts inside a word: the lookbehind spares re from retrying every letter of every word.
-_FIELD = re.compile(r"(?<![A-Za-z_])([A-Za-z_][\w.\-]*)=((?:[^\s,()\[\]{{}}'\"]+|{q}|{n})*)".format(q=_QUOTED, n=_NEST2))
+_FIELD = re.compile(rf"(?<![A-Za-z_])([A-Za-z_][\w.\-]*)=((?:[^\s,()\[\]{{}}'\"]+|{_QUOTED}|{_NEST2})*)")
 # The same, with the character after the value (empty at the end): one `findall` per line, no match objects.
 _FIELD_AND_NEXT = re.compile(_FIELD.pattern + r"(.?)", re.DOTALL)
 _VALUE_ENDS = frozenset(" \t\r\n\f\v,")

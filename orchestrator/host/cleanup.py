@@ -13,7 +13,7 @@ never touched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from typing import TYPE_CHECKING, Any
 
 from . import server
@@ -83,7 +83,7 @@ async def clean(conn: Any, store: Store, host: str, runs_dir: str, older_than: t
     folders = await survey(conn, runs_dir)
     runs = store.runs_by_uid([f.uid for f in folders])
     stored = store.log_sizes([r.id for r in runs.values()])
-    verdicts = decide(folders, runs, stored, host, older_than, big_logs, datetime.now(timezone.utc))
+    verdicts = decide(folders, runs, stored, host, older_than, big_logs, datetime.now(UTC))
     going = [v for v in verdicts if v.kept_because is None]
     if going and not dry_run:
         await conn.run(shell.remove_run_folders(runs_dir, [v.folder.uid for v in going]), timeout=600)

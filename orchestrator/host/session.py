@@ -62,7 +62,7 @@ class HostSession:
     packages: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, host: Host, say: Callable[[str, str], None] | None = None) -> "HostSession":
+    async def open(cls, host: Host, say: Callable[[str, str], None] | None = None) -> HostSession:
         # a run finishes what it started across a dropped link; `say` hears of a slurm job's queue state
         conn = await connect(host, reconnect=True, say=say)
         workdir = absolute(host.workdir, conn.home)

@@ -67,7 +67,7 @@ async def _handshake(host: Host, target: str, address: str, settings: dict[str, 
         except asyncssh.PermissionDenied:
             raise HostError(f"{host.name}: {target} refused our keys; add this machine's public key to "
                             f"~/.ssh/authorized_keys there, or set the host's `identity:`") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Unreachable(f"{host.name}: no answer from {target} in time; "
                               f"check the address, the network and that sshd runs there") from None
         except socket.gaierror as exc:  # the name does not resolve: waiting rarely fixes that
@@ -154,7 +154,7 @@ async def _close_quietly(conn: asyncssh.SSHClientConnection | None) -> None:
     conn.close()
     try:
         await asyncio.wait_for(conn.wait_closed(), 5)
-    except (asyncio.TimeoutError, asyncssh.Error, OSError):
+    except (TimeoutError, asyncssh.Error, OSError):
         pass  # the link is already gone; nothing more to release on our side
 
 

@@ -27,7 +27,7 @@ class Trust:
     accept_new: bool
 
     @classmethod
-    def for_host(cls, host: Host) -> "Trust":
+    def for_host(cls, host: Host) -> Trust:
         accept_new = host.host_key_policy == "accept-new"
         if host.known_hosts:
             own = Path(os.path.expanduser(host.known_hosts))

@@ -24,7 +24,7 @@ async def get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
     """Status and body; status 0 when nothing answered."""
     try:
         return await asyncio.wait_for(request("GET", url), timeout)
-    except (HTTPError, OSError, asyncio.TimeoutError):
+    except (TimeoutError, HTTPError, OSError):
         return 0, b""
 
 
@@ -32,7 +32,7 @@ async def post_json(url: str, payload: dict[str, Any], timeout: float = 600.0) -
     """The JSON body of a 200 answer; HTTPError for anything else."""
     try:
         status, body = await asyncio.wait_for(request("POST", url, json.dumps(payload).encode()), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise HTTPError(f"no answer within {timeout:.0f} s") from None
     except OSError as exc:
         raise HTTPError(str(exc) or type(exc).__name__) from None

@@ -40,7 +40,7 @@ class LocalConnection:
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await _end_group(proc)
             raise HostError(f"{self.host.name}: command timed out after {timeout} s: {command[:120]}") from None
         except asyncio.CancelledError:  # Ctrl-C: the terminal's SIGINT no longer reaches the group

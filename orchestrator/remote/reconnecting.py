@@ -61,7 +61,7 @@ class ReconnectingConnection:
         self.reconnections: list[Reconnection] = []
 
     @classmethod
-    async def open(cls, host: Host, opener: Opener) -> "ReconnectingConnection":
+    async def open(cls, host: Host, opener: Opener) -> ReconnectingConnection:
         """The first connection is not retried here: a host unreachable from the start is
         reported at once (the transport already retries a refused handshake)."""
         return cls(host, await opener(host), opener)

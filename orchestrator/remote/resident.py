@@ -38,7 +38,7 @@ class Resident:
         self._ready = False  # the first command goes out with the setup: no round trip waits for the shell
 
     @classmethod
-    async def start(cls, conn: asyncssh.SSHClientConnection) -> "Resident":
+    async def start(cls, conn: asyncssh.SSHClientConnection) -> Resident:
         """Open the channel and send the setup; the login shell's rc files run meanwhile."""
         process = await conn.create_process(shell.resident_shell(), encoding=None, stdin=asyncssh.PIPE)
         process.stdin.write(shell.resident_setup().encode())
@@ -48,7 +48,7 @@ class Resident:
         try:  # whatever the rc files printed comes before the marker and is dropped
             await asyncio.wait_for(self.process.stdout.readuntil((shell.RESIDENT_READY + "\n").encode()),
                                    START_TIMEOUT)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, BrokenPipeError, asyncssh.Error, OSError) as exc:
+        except (TimeoutError, asyncio.IncompleteReadError, BrokenPipeError, asyncssh.Error, OSError) as exc:
             raise NotStarted(f"the shell did not start ({type(exc).__name__})") from None
         self._ready = True
 

@@ -55,7 +55,7 @@ class NodeConnection:
         self._relays: dict[int, tuple[int, int]] = {}  # node port -> (relay pid, its port) on the login node
 
     @classmethod
-    async def open(cls, host: Host, say: Say, opener: Callable[[Host], Coroutine[Any, Any, Connection]]) -> "NodeConnection":
+    async def open(cls, host: Host, say: Say, opener: Callable[[Host], Coroutine[Any, Any, Connection]]) -> NodeConnection:
         """Allocate the entry's nodes (one job) through the login node (`opener` connects to it) and
         connect to the first."""
         login = await opener(host.login_host())
@@ -80,7 +80,7 @@ class NodeConnection:
         conn.home = done.out
         return conn
 
-    def sibling(self, rank: int, host: Host) -> "NodeConnection":
+    def sibling(self, rank: int, host: Host) -> NodeConnection:
         """Node `rank` of the same job (its steps through the same login connection), as `host`;
         closing it leaves the allocation and the login connection to this one."""
         return NodeConnection(host, self.login, self.job, self.job.nodes[rank], self.home, owns_login=False)

@@ -75,7 +75,7 @@ class SSHConnection:
         return ()  # this connection never reopens; `reconnecting.py` wraps it to
 
     @classmethod
-    async def open(cls, host: Host, *, timeout: float | None = None) -> "SSHConnection":
+    async def open(cls, host: Host, *, timeout: float | None = None) -> SSHConnection:
         """Connect and log in; `timeout` bounds the handshake (default: the ssh config's
         ConnectTimeout, else `CONNECT_TIMEOUT`)."""
         conn = await connect(host, timeout)
@@ -84,7 +84,7 @@ class SSHConnection:
             # over SFTP, not `echo $HOME`: no login shell, whose rc files (conda, pyenv) can cost 100s of ms
             sftp = await self._sftp_client()
             self.home = await asyncio.wait_for(sftp.realpath("."), timeout or CONNECT_TIMEOUT)
-        except (asyncio.TimeoutError, asyncssh.Error) as exc:
+        except (TimeoutError, asyncssh.Error) as exc:
             conn.close()
             raise HostError(f"{host.name}: logged in to {_target(host)} but its SFTP subsystem did not answer "
                             f"({_reason(exc)}); enable `Subsystem sftp` in the host's sshd_config") from None
@@ -151,7 +151,7 @@ class SSHConnection:
             status, out, err = await asyncio.wait_for(resident.run(shell.in_bash(command, deadline=timeout), input,
                                                                    held=not idempotent),
                                                       timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             resident.stop()
             resident.close()
             raise HostError(f"{self.host.name}: command timed out after {timeout} s: {command[:120]}") from None
@@ -311,7 +311,7 @@ class SSHConnection:
         self._conn.close()
         try:
             await asyncio.wait_for(self._conn.wait_closed(), 5)
-        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+        except (TimeoutError, asyncssh.Error, OSError):
             pass  # the link is already gone; nothing more to release on our side
 
     # -- helpers --------------------------------------------------------------------------

@@ -4,6 +4,7 @@ series and debug lines (from the one reading of the log), flags and expectations
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -91,13 +92,15 @@ def record_reconnections(store: Store, run: Run, host: str, reopened: Sequence[R
             f"the requests in flight were cut")
 
 
+COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+               "!=": operator.ne}
+
+
 def check_expectations(plan: RunPlan, metrics: dict[str, Any]) -> list[str]:
     failed = []
     for name, rule in plan.expect.items():
         op, bound = specs.parse_expectation(rule, f"variant {plan.variant} expect {name}")
         value = metrics.get(name)
-        checks = {">": lambda v: v > bound, ">=": lambda v: v >= bound, "<": lambda v: v < bound,
-                  "<=": lambda v: v <= bound, "==": lambda v: v == bound, "!=": lambda v: v != bound}
-        if value is None or not checks[op](value):
+        if value is None or not COMPARISONS[op](value, bound):
             failed.append(f"{name} = {value if value is None else round(value, 3)} is not {op} {bound}")
     return failed

@@ -42,7 +42,7 @@ from orchestrator.core.clock import new_uid, now
 from orchestrator.store.reading import FAILED, SUCCEEDED
 
 if TYPE_CHECKING:  # the ORM is imported where a run is written: a dry run does without it
-    from orchestrator.store.database import PatchRow, Run, Store
+    from orchestrator.store.database import Run, Store
 
 
 def controller() -> str:

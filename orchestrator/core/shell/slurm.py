@@ -84,10 +84,10 @@ def slurm_step(job: str, node: str, gpus: int, chdir: str, command: str, token: 
         "d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; mkfifo \"$d/tick\" && exec 9<>\"$d/tick\" || exit 1; "
         + ('cat > "$d/in"; ' if with_input else ': > "$d/in"; ')
         + f'setsid {join(srun)} < "$d/in" > "$d/out" 2> "$d/err" & p=$!; i=0; '
-        + f"while kill -0 $p 2>/dev/null; do i=$((i + 1)); "
+        + "while kill -0 $p 2>/dev/null; do i=$((i + 1)); "
         + f"if [ $((i % {STEP_CHECK_EVERY})) = 0 ] && {ends}; then break; fi; read -t 0.02 -u 9 _; done; "
         + f"if {ends}; then head -c -{n} \"$d/out\"; head -c -{n} \"$d/err\" >&2; "
-        + f'exit $((10#$(tail -c 4 "$d/out" | head -c 3))); fi; '
+        + 'exit $((10#$(tail -c 4 "$d/out" | head -c 3))); fi; '
         + f'wait $p; c=$?; cat "$d/out"; echo {STEP_MARK} >&2; cat "$d/err" >&2; exit $c'
     )
 

@@ -49,7 +49,7 @@ class FlagSet:
                 "lists": sorted(self.lists), "negations": sorted(self.negations)}
 
     @classmethod
-    def from_json(cls, data: dict) -> "FlagSet":
+    def from_json(cls, data: dict) -> FlagSet:
         return cls(data["version"], frozenset(data["options"]), data["deprecated"], data["removed"],
                    data["dests"], frozenset(data["switches"]), frozenset(data["lists"]), frozenset(data["negations"]))
 

@@ -9,7 +9,8 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from orchestrator.core import shell
 from orchestrator.host.push import cache_root

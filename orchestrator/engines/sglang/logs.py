@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import contains
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .diagnosis import HEAD_NEEDLES, HEAD_SIZE, LINES_BEFORE, NEEDLES, PATCHED_MODULE_IMPORT, TRACEBACK_OPENERS, Diagnosis, diagnose
 from orchestrator.engines.base import DebugLine

@@ -9,7 +9,6 @@ its code), what, why and how to fix it.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from . import capture, vocab

@@ -15,7 +15,6 @@ from orchestrator.engines import checkpaths, draftweights as preflight_weights
 from orchestrator.engines.hostfiles import HostFiles
 
 from . import preflight_source
-from orchestrator.core import shell
 from orchestrator.host.session import package_dir, package_version
 from . import PACKAGE, VERSION_FILES
 from . import preflight

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 DECODE = "Decode batch"
 PREFILL = "Prefill batch"

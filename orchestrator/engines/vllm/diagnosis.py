@@ -50,7 +50,7 @@ Every signature is the text vLLM (or torch, argparse, pydantic) really raises; w
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from orchestrator.engines.base import Diagnosis
 
