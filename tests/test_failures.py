@@ -4,14 +4,12 @@ exits 1, and the run stores the diagnosis (one `orch run` of one variant per sig
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import ROOT, free_port
+from conftest import free_port
 from orchestrator.store.database import Store
+from support.cli import orch, orch_env
 
 # variant -> (its params/env in YAML, the diagnosis kind, words of the summary)
 CASES = {
@@ -62,18 +60,12 @@ def test_every_failure_signature_is_diagnosed(project: Path):
         spec = project / "experiments" / "failures.yaml"
         spec.write_text((SPEC + variants).replace("BUSY_PORT", port).replace("FREE_PORT", str(free_port()))
                         + "workload: {requests: 2, max_new_tokens: 8, concurrency: 2}\nready_timeout: 60\n")
-        env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "PYTHONPATH": str(ROOT),
-               "ORCH_INVENTORY": str(project / "inventory.yaml"), "ORCH_CACHE": str(project / "cache")}
-
-        def orch(*args):
-            return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=env,
-                                  capture_output=True, text=True, timeout=240)
-
+        env = {**orch_env(project, columns=None), "ORCH_CACHE": str(project / "cache")}
         # the checkpoint preflight would stop the context-length run before launch (exit 2): the point
         # here is what the server itself prints
-        done = orch("run", str(spec), "--no-preflight")
+        done = orch(project, "run", str(spec), "--no-preflight", env=env)
     assert done.returncode == 1, done.stdout + done.stderr
-    runs = json.loads(orch("ls", "--json").stdout)
+    runs = json.loads(orch(project, "ls", "--json", env=env).stdout)
     # runs that fit the host's GPUs together start together (GPU slots): their ids follow no plan order
     assert sorted(r["variant"] for r in runs) == sorted(CASES) and {r["status"] for r in runs} == {"failed"}
     store = Store(env["ORCH_DB"])  # the same SQLite file, read in-process: one CLI start per run is slow
@@ -85,5 +77,5 @@ def test_every_failure_signature_is_diagnosed(project: Path):
         for word in words:
             assert word.replace("BUSY_PORT", port) in record["diagnosis"]["summary"], (r["variant"], record["diagnosis"])
         assert all(line in log for line in record["diagnosis"]["evidence"])
-    shown = orch("show", "last", "--json")
+    shown = orch(project, "show", "last", "--json", env=env)
     assert json.loads(shown.stdout)["diagnosis"]["kind"] == CASES[runs[-1]["variant"]][1]
