@@ -153,7 +153,7 @@ def test_the_node_flags_the_template_renders_are_each_releases(version):
     import fnmatch
     import zipfile
 
-    from test_flags import script
+    from support.scripts import script
     from wheels import wheel
     from orchestrator.engines.sglang import flags
 
