@@ -9,10 +9,10 @@ import sqlite3
 import zlib
 from pathlib import Path
 
-from test_import import FIXTURES, orch
-
 from orchestrator.core.secrets import mask_log
 from orchestrator.engines import seriesblock
+from support.cli import orch
+from support.specs import FIXTURES
 
 HF = "hf_" + "Ab3" * 10
 OPENAI = "sk-proj-" + "Zq9" * 8
