@@ -68,7 +68,7 @@ def test_check_reports_each_rehearsal_failure_mode(project, demo, args, code, se
 
 def broken_drafts(folder: Path) -> dict[str, Path]:
     """Drafts made from the rehearsal's healthy one: fc for two aux layers, and no lm_head."""
-    subprocess.run([sys.executable, str(ROOT / "orchestrator/engines/sglang/sim/make_checkpoints.py"), str(folder / "made")], check=True)
+    subprocess.run([sys.executable, str(ROOT / "orchestrator/rehearsal/trees/sglang/make_checkpoints.py"), str(folder / "made")], check=True)
     healthy = folder / "made" / "eagle3-draft"
     header = safetensors.read_header_file(healthy / "model.safetensors")
     tensors = {n: safetensors.read_tensor_file(healthy / "model.safetensors", n, header) for n in header.tensors}
@@ -132,7 +132,7 @@ def test_no_preflight_runs_anyway_and_shows_the_consequence(project, demo, draft
 
 
 def test_a_transformed_checkpoint_is_pushed_recorded_and_fixes_the_draft(project, demo, tmp_path):
-    subprocess.run([sys.executable, str(ROOT / "orchestrator/engines/sglang/sim/make_checkpoints.py"), str(tmp_path / "made")], check=True)
+    subprocess.run([sys.executable, str(ROOT / "orchestrator/rehearsal/trees/sglang/make_checkpoints.py"), str(tmp_path / "made")], check=True)
     with_checkpoint(demo, tmp_path / "made" / "eagle3-draft-layers0", '[{rename_keys: {"layers.0.": "midlayer."}}]')
     for attempt in range(2):
         done = orch(project, "run", str(demo), "--variant", FIXED, *LLAMA, "--set", f"port={free_port()}")

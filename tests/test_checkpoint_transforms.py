@@ -19,7 +19,7 @@ from orchestrator.host import checkpoint
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rehearsal") / "checkpoints"
-    maker = ROOT / "orchestrator" / "engines" / "sglang" / "sim" / "make_checkpoints.py"
+    maker = ROOT / "orchestrator" / "rehearsal" / "trees" / "sglang" / "make_checkpoints.py"
     subprocess.run([sys.executable, str(maker), str(out)], check=True)
     return out
 

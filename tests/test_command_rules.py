@@ -19,7 +19,7 @@ from support.cli import orch
 from support.files import snapshot
 
 RELEASES = ("0.4.10", "0.5.9", "0.5.23")
-SIM = ROOT / "orchestrator" / "engines" / "sglang" / "sim"
+SIM = ROOT / "orchestrator" / "rehearsal" / "trees" / "sglang"
 CKPT = "{{ host.rehearsal }}/checkpoints"
 
 # A template with no `speculative_algorithm` param: the algorithm is a literal, as a new user writes it.

@@ -98,7 +98,7 @@ def test_a_checkpoint_with_transforms_is_pushed_with_the_users_modes(tmp_path: P
     from orchestrator.remote import connect
 
     made = tmp_path / "made"
-    maker = ROOT / "orchestrator" / "engines" / "sglang" / "sim" / "make_checkpoints.py"
+    maker = ROOT / "orchestrator" / "rehearsal" / "trees" / "sglang" / "make_checkpoints.py"
     subprocess.run([sys.executable, str(maker), str(made)], check=True, capture_output=True)
     src = made / "eagle3-draft"
     (src / "convert.sh").write_text("#!/bin/sh\n")

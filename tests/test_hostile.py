@@ -21,14 +21,13 @@ import pytest
 
 import sshd
 from conftest import ROOT
-from orchestrator import engines
 from orchestrator.run import execute
 from orchestrator.core import inventory as inventories, plancheck, render, spec as specs
-from orchestrator.engines.sglang import rehearsal as sim
+from orchestrator.rehearsal import sglang as sim
 from orchestrator.errors import SpecError
 from support.cli import orch_main
 
-SGLANG_REHEARSAL = engines.get("sglang").rehearsal()
+SGLANG_REHEARSAL = sim.STAND_IN
 
 TEMPLATE = ROOT / "templates" / "sglang_launch.sh.j2"
 BASE = (Path(__file__).parent / "bad_inputs" / "base" / "experiment.yaml").read_text()

@@ -20,7 +20,8 @@ import sshd
 from conftest import ROOT, group_alive
 from orchestrator.core import render, spec as specs
 from orchestrator.core.inventory import Host
-from orchestrator.engines.vllm import flags, logs, rehearsal
+from orchestrator.engines.vllm import flags, logs
+from orchestrator.rehearsal import vllm as rehearsal
 from orchestrator.run import execute, multinode
 from support.cli import orch, read_until, record, start_orch
 from support.processes import node_logs, pids, server_process

@@ -38,7 +38,7 @@ KIMI = ("KimiK25ForConditionalGeneration", "srt/models/kimi_k25.py")
 def rehearsal(tmp_path_factory) -> Path:
     """The rehearsal's checkpoints, made by its own script (as on a host)."""
     out = tmp_path_factory.mktemp("rehearsal") / "checkpoints"
-    subprocess.run([sys.executable, str(ROOT / "orchestrator" / "engines" / "sglang" / "sim" / "make_checkpoints.py"), str(out)], check=True)
+    subprocess.run([sys.executable, str(ROOT / "orchestrator" / "rehearsal" / "trees" / "sglang" / "make_checkpoints.py"), str(out)], check=True)
     return out
 
 

@@ -18,11 +18,11 @@ from support.cli import orch
 
 from orchestrator import engines
 from orchestrator.host import server
-from orchestrator.engines.sglang import rehearsal as rehearsal_sim
+from orchestrator.rehearsal import sglang as rehearsal_sim
 from orchestrator.core.inventory import Host
 from orchestrator.remote.local import LocalConnection
 
-SGLANG_REHEARSAL = engines.get("sglang").rehearsal()
+SGLANG_REHEARSAL = rehearsal_sim.STAND_IN
 
 # exits with 7 on SIGTERM; writes `started` once its handler is in place
 PROMPT_EXIT = ("#!/usr/bin/env bash\nexec python3 -c 'import signal, sys, time; "

@@ -1,4 +1,4 @@
-"""The rehearsal SGLang server (orchestrator/engines/sglang/sim), run as real processes from an assembled tree.
+"""The rehearsal SGLang server (orchestrator/rehearsal/trees/sglang), run as real processes from an assembled tree.
 
 Each release's tree is assembled into a temporary folder (the base plus that release's overlay, as
 orch installs it on a host), next to one set of checkpoints made by `make_checkpoints.py`, and
@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orchestrator.engines.sglang import rehearsal as rehearsal_sim
+from orchestrator.rehearsal import sglang as rehearsal_sim
 
 ROOT = Path(__file__).resolve().parent.parent
-SIM = ROOT / "orchestrator" / "engines" / "sglang" / "sim"
+SIM = ROOT / "orchestrator" / "rehearsal" / "trees" / "sglang"
 DEMO = ROOT / "experiments" / "eagle_debug.yaml"
 SPEC_ARGS = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
 PROMPTS = ["the quick brown fox", "lorem ipsum dolor sit amet", "one two three four", "a b c d e f g"]
@@ -50,7 +50,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("checkpoints") / "checkpoints"
-    subprocess.run([sys.executable, str(ROOT / "orchestrator" / "engines" / "sglang" / "sim" / "make_checkpoints.py"), str(out)], check=True, capture_output=True)
+    subprocess.run([sys.executable, str(ROOT / "orchestrator" / "rehearsal" / "trees" / "sglang" / "make_checkpoints.py"), str(out)], check=True, capture_output=True)
     return out
 
 
@@ -229,7 +229,7 @@ def test_checkpoints_layout_and_idempotence(checkpoints: Path):
     assert not any(k.startswith("midlayer.") for k in layers0) and "layers.0.mlp.down_proj.weight" in layers0
     absolute = read_safetensors(ck / "eagle3-draft-absolute-d2t" / "model.safetensors")
     assert (absolute["d2t"] == hot).all()
-    again = subprocess.run([sys.executable, str(ROOT / "orchestrator" / "engines" / "sglang" / "sim" / "make_checkpoints.py"), str(ck)], capture_output=True, text=True, check=True)
+    again = subprocess.run([sys.executable, str(ROOT / "orchestrator" / "rehearsal" / "trees" / "sglang" / "make_checkpoints.py"), str(ck)], capture_output=True, text=True, check=True)
     assert "already complete" in again.stdout
 
 

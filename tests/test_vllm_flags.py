@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.vllm import flags, rehearsal, source
+from orchestrator.engines.vllm import flags, source
+from orchestrator.rehearsal import vllm as rehearsal
 from vllm_wheels import RELEASES, sources
 
 TEMPLATE = Path(__file__).parents[1] / "templates" / "vllm_launch.sh.j2"

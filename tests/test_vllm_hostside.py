@@ -18,9 +18,10 @@ import pytest
 import sshd
 from orchestrator.core.inventory import Host
 from orchestrator.engines.base import Call
-from orchestrator.engines.vllm import client, hostside, rehearsal, source
+from orchestrator.engines.vllm import client, hostside, source
 from orchestrator.errors import WorkloadError
 from orchestrator.host.session import HostSession
+from orchestrator.rehearsal import vllm as rehearsal
 from test_vllm_sim import free_port, launch, spec, stop, wait_ready
 
 TRANSPORTS = ["local", pytest.param("ssh", marks=pytest.mark.skipif(sshd.sshd_missing() is not None,

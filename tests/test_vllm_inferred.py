@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
-from orchestrator.engines.vllm import inferred, rehearsal, source
+from orchestrator.engines.vllm import inferred, source
+from orchestrator.rehearsal import vllm as rehearsal
 from support.cli import orch
 from vllm_wheels import source_tree
 

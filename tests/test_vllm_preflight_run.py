@@ -17,8 +17,9 @@ import pytest
 
 from orchestrator import engines
 from orchestrator.core.inventory import Host
-from orchestrator.engines.vllm import flags, preflight, preflight_run, rehearsal
+from orchestrator.engines.vllm import flags, preflight, preflight_run
 from orchestrator.host.session import HostSession
+from orchestrator.rehearsal import vllm as rehearsal
 from vllm_wheels import source_tree
 
 HEALTHY, ABSOLUTE = "eagle3-draft", "eagle3-draft-absolute-d2t"

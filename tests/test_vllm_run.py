@@ -12,7 +12,7 @@ import pytest
 
 import sshd
 from conftest import ROOT, free_port
-from orchestrator.engines.vllm import rehearsal
+from orchestrator.rehearsal import vllm as rehearsal
 from support.cli import orch
 from support.files import snapshot
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.vllm import logs, metrics, rehearsal
+from orchestrator.engines.vllm import logs, metrics
+from orchestrator.rehearsal import vllm as rehearsal
 from support.processes import launch, speculative_config as spec, stop, wait_ready
 
 

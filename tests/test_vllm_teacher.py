@@ -10,8 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator.engines.sglang import rehearsal as sglang_rehearsal
-from orchestrator.engines.vllm import rehearsal as vllm_rehearsal
+from orchestrator.rehearsal import sglang as sglang_rehearsal, vllm as vllm_rehearsal
 
 TEACHER = sglang_rehearsal.SIM_DIR / "sglang" / "srt" / "rehearsal_teacher.py"
 CONFIG = dict(num_hidden_layers=12, vocab_size=1024, rms_norm_eps=1e-5, hidden_size=64, intermediate_size=128,

@@ -16,13 +16,13 @@ import pytest
 from orchestrator import engines
 from orchestrator.remote import http
 from orchestrator.engines.base import WorkloadResult
-from orchestrator.engines.sglang import rehearsal as rehearsal_sim
+from orchestrator.rehearsal import sglang as rehearsal_sim
 from orchestrator.engines.sglang.engine import verify_accept_len
 from orchestrator.run import workload
 from orchestrator.errors import WorkloadError
 from orchestrator.core.spec import Workload
 
-SGLANG_REHEARSAL = engines.get("sglang").rehearsal()
+SGLANG_REHEARSAL = rehearsal_sim.STAND_IN
 
 RUNNING = re.compile(r"Decode batch.*?#running-req: (\d+)")
 SPEC_ARGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import names, render, yamlfile
+from orchestrator import rehearsal as stand_ins
 from orchestrator.engines import registry as engines
 from orchestrator.errors import SpecError
 from .spec import ENV_NAME
@@ -259,7 +260,7 @@ def _rehearsal_release(name: str, body: yamlfile.Located) -> str | None:
     value = body.get("rehearsal", False)
     if value is False or value is None:
         return None
-    releases = engines.rehearsal_releases()
+    releases = stand_ins.releases()
     default = releases[engines.DEFAULT][1]
     if value is True:
         return default

@@ -3,7 +3,7 @@
 An engine (SGLang, vLLM) is one object of a subclass of `Engine`, found by name (`engines.get`).
 Everything that names an engine's package, endpoints, JSON fields or log lines lives in
 `engines/<name>/`; the run pipeline only calls the methods below. Optional capabilities (a
-preflight, a rehearsal stand-in) are declared here with a default, never probed with getattr.
+preflight, benchmark tools) are declared here with a default, never probed with getattr.
 
 Pure on purpose: the records are frozen dataclasses on the bottom floor (`orchestrator.records`,
 named here too) and this module imports nothing else of orch's but type hints; the engines' own
@@ -59,17 +59,6 @@ class Installed:
 
     folder: str
     version: str
-
-
-@dataclass(frozen=True)
-class Rehearsal:
-    """An engine's CPU stand-in: a package tree orch copies to a rehearsal host."""
-
-    releases: tuple[str, ...]  # oldest first
-    default_release: str
-    files: Callable[[str], dict[str, Path]]  # release -> {path under the tree: source file}
-    assemble: Callable[[str, Path], Path]  # (release, staging folder) -> the assembled tree
-    checkpoint_maker: Path  # a script run on the host: makes the demo checkpoints
 
 
 class Engine(ABC):
@@ -164,7 +153,3 @@ class Engine(ABC):
     def tool_measures(self, tool: str, result: bytes) -> tuple[Measure, ...]:
         """Every number of the tool's result file as a measure (an accept length first). Default: none."""
         return ()
-
-    def rehearsal(self) -> Rehearsal | None:
-        """The engine's rehearsal stand-in, if it has one."""
-        return None

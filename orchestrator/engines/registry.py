@@ -1,5 +1,6 @@
-"""The engine registry as data: each engine's name, the launch template it ships, and the modules of
-its preflight finding codes and rehearsal stand-in, as strings read on first use.
+"""The engine registry as data: each engine's name, the launch template it ships, and the module of
+its preflight finding codes, as strings read on first use (its rehearsal stand-in, if any, lives in
+`orchestrator.rehearsal`, which no engine module imports).
 
 This is what the rest of orch (core among it) may know of engines without importing one; it names
 no engine class, so it closes no import circle with the engine seam (`engines.get`, which hands
@@ -18,15 +19,14 @@ class Entry:
     engine: str  # "module:class"
     template: str  # the launch template under the project's templates/ folder
     codes: str  # "module:NAME" of the preflight finding codes an experiment may allow
-    rehearsal: str  # the module of its rehearsal stand-in: `releases()` and `DEFAULT_RELEASE`, file reads only
 
 
 DEFAULT = "sglang"
 KNOWN = {
     "sglang": Entry("orchestrator.engines.sglang.engine:SglangEngine", "sglang_launch.sh.j2",
-                    "orchestrator.engines.sglang.preflight:CODES", "orchestrator.engines.sglang.rehearsal"),
+                    "orchestrator.engines.sglang.preflight:CODES"),
     "vllm": Entry("orchestrator.engines.vllm.engine:VllmEngine", "vllm_launch.sh.j2",
-                  "orchestrator.engines.vllm.preflight:CODES", "orchestrator.engines.vllm.rehearsal"),
+                  "orchestrator.engines.vllm.preflight:CODES"),
 }
 
 
@@ -41,13 +41,3 @@ def preflight_codes(name: str) -> tuple[str, ...]:
     """Every code the engine's preflight findings can carry."""
     codes = load(KNOWN[name].codes)
     return tuple(codes) if isinstance(codes, tuple) else ()
-
-
-@cache
-def rehearsal_releases() -> dict[str, tuple[tuple[str, ...], str]]:
-    """Each engine's emulated releases (oldest first) and its default one."""
-    found = {}
-    for name, entry in KNOWN.items():
-        module = importlib.import_module(entry.rehearsal)
-        found[name] = (tuple(module.releases()), str(module.DEFAULT_RELEASE))
-    return found

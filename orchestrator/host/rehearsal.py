@@ -9,19 +9,20 @@ from pathlib import Path
 
 from orchestrator.core import shell
 from orchestrator.core.inventory import Host
-from orchestrator.engines.base import Engine, Rehearsal
+from orchestrator.engines.base import Engine
 from orchestrator.errors import HostError
+from orchestrator.rehearsal import StandIn, stand_in as stand_in_of
 from orchestrator.remote import Connection
 from .journal import Journal
 
 
-def release_for(host: Host, stand_in: Rehearsal) -> str:
+def release_for(host: Host, stand_in: StandIn) -> str:
     """The host's `rehearsal:` release when it is one of this stand-in's, else the stand-in's default
     (a bare release in the inventory names one engine's; the other engines keep their default)."""
-    return host.rehearsal if host.rehearsal in stand_in.releases else stand_in.default_release
+    return host.rehearsal if host.rehearsal in stand_in.releases() else stand_in.default_release
 
 
-def stamp(stand_in: Rehearsal, release: str) -> str:
+def stamp(stand_in: StandIn, release: str) -> str:
     """A hash of the release's assembled files and the checkpoint maker: a host whose copy has
     another stamp gets a fresh copy."""
     digest = hashlib.sha256(release.encode())
@@ -35,7 +36,7 @@ def stamp(stand_in: Rehearsal, release: str) -> str:
 async def install(conn: Connection, host: Host, engine: Engine) -> str:
     """Make sure the host's rehearsal folder holds the engine's stand-in at the host's release;
     returns the folder."""
-    folder, stand_in = host.rehearsal_dir, engine.rehearsal()
+    folder, stand_in = host.rehearsal_dir, stand_in_of(engine.name)
     assert folder is not None
     if stand_in is None:
         raise HostError(f"{host.name}: engine {engine.name} has no rehearsal stand-in; run it on a host with "

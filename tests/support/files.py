@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engines.sglang import rehearsal as sim
+from orchestrator.rehearsal import sglang as sim
 
 
 def snapshot(folder: Path) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """SGLang: its log lines (`logs`, `diagnosis`), its flags (`flags`), EAGLE-3 draft checks
-(`preflight`), the rehearsal stand-in (`sim/`) and `engine.SglangEngine`, the seam the run uses."""
+(`preflight`) and `engine.SglangEngine`, the seam the run uses (its rehearsal stand-in lives in
+`orchestrator.rehearsal`)."""
 
 PACKAGE = "sglang"
 # `_version.py` is written at build time since about 0.5.9, when `version.py` holds only a

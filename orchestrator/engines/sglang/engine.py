@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import (
-    HEADLINE, Call, Diagnosis, Engine, Say, Histogram, LogReport, LogStream, Measure, Measures, MetricInfo, Rehearsal,
+    HEADLINE, Call, Diagnosis, Engine, Say, Histogram, LogReport, LogStream, Measure, Measures, MetricInfo,
     RequestResult, SeriesPoint, ServerState, ToolCommand, WorkloadResult,
 )
 from . import PACKAGE, VERSION_FILES, flags, imported, logs
 
-# The client (and the transports under it), the host-side checks, the tools and the rehearsal are
-# imported by the methods that use them: reading a log (`orch import`) does without them (0.3 s).
+# The client (and the transports under it), the host-side checks and the tools are imported by
+# the methods that use them: reading a log (`orch import`) does without them (0.3 s).
 CLIENT_NAMES = ("VERIFY_STEPS", "request_histogram")  # the client's names tests and the live table read here
 
 
@@ -152,12 +152,6 @@ class SglangEngine(Engine):
 
         found = tools.find(tool)
         return tools.measures(found, f"sglang.{found.name}", result)
-
-    def rehearsal(self) -> Rehearsal:
-        from . import rehearsal
-
-        return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,
-                         rehearsal.SIM_DIR / "make_checkpoints.py")
 
 
 def verify_accept_len(result: WorkloadResult) -> float | None:

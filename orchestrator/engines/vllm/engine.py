@@ -1,5 +1,4 @@
-"""vLLM behind the engine seam: readiness, log, the OpenAI completions workload, /metrics, flags,
-and its rehearsal stand-in."""
+"""vLLM behind the engine seam: readiness, log, the OpenAI completions workload, /metrics and flags."""
 
 from __future__ import annotations
 
@@ -8,13 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import (
-    HEADLINE, Call, Diagnosis, Engine, LogReport, Measure, Measures, MetricInfo, Rehearsal, RequestResult, Say,
+    HEADLINE, Call, Diagnosis, Engine, LogReport, Measure, Measures, MetricInfo, RequestResult, Say,
     ServerState, WorkloadResult,
 )
 from orchestrator.errors import SpecError
 
-# The client (and the transports under it), the host-side reads, the preflight (numpy) and the
-# rehearsal are imported by the methods that use them: reading a log (`orch import`) does without them.
+# The client (and the transports under it), the host-side reads and the preflight (numpy) are
+# imported by the methods that use them: reading a log (`orch import`) does without them.
 from . import PACKAGE, VERSION_FILES, flags, logimport, logs
 
 if TYPE_CHECKING:
@@ -126,12 +125,6 @@ class VllmEngine(Engine):
             asked = args.get(name)
             args[name] = {**asked, **built} if isinstance(asked, dict) and isinstance(built, dict) else built
         return args or None
-
-    def rehearsal(self) -> Rehearsal:
-        from . import rehearsal
-
-        return Rehearsal(rehearsal.releases(), rehearsal.DEFAULT_RELEASE, rehearsal.files, rehearsal.assemble,
-                         rehearsal.CHECKPOINT_MAKER)
 
 
 # `vllm serve` (the console script, or `-m vllm.entrypoints.cli.main serve`) asks

@@ -1,7 +1,8 @@
-"""An engine's rehearsal stand-in as orch ships it: a base package tree under `sim/<package>/` with
-one overlay per emulated release under `sim/releases/<release>/<package>/` (files there replace or
-add to the base), plus files kept once elsewhere and copied into every assembled tree. The trees are
-programs copied to hosts, never imported by orch."""
+"""An engine's rehearsal stand-in as orch ships it: a base package tree under `<tree>/<package>/`
+with one overlay per emulated release under `<tree>/releases/<release>/<package>/` (files there
+replace or add to the base), plus files kept once elsewhere and copied into every assembled tree,
+and the script that makes the demo checkpoints on the host. The trees are programs copied to
+hosts, never imported by orch."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ SKIP = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 @dataclass(frozen=True)
 class StandIn:
-    sim_dir: Path  # holds `<package>/` and `releases/`
-    package: str
+    sim_dir: Path  # the stand-in's tree: holds `<package>/` and `releases/`
+    package: str  # the engine's Python package the tree stands in for
     default_release: str
+    checkpoint_maker: Path  # a script run on the host: makes the demo checkpoints
     shared: Mapping[str, Path] = field(default_factory=dict)  # path in the tree -> the one copy
 
     def releases(self) -> tuple[str, ...]:
