@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from test_compare import make_run
+from conftest import ROOT
 from orchestrator.store.database import Store
+from support.cli import orch
+from support.specs import make_run
 
-ROOT = Path(__file__).resolve().parent.parent
-ORCH = [sys.executable, "-m", "orchestrator.cli"]
 
-
-def orch(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ORCH, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+def completion(shell: str) -> subprocess.CompletedProcess[str]:
+    """`orch completion SHELL` in the repo, with no database or inventory of a test's own."""
+    return orch(ROOT, "completion", shell, timeout=60, db=False, inventory=False, columns=None)
 
 
 def test_version_prints_the_package_version_and_loads_no_database_layer():
@@ -40,14 +39,14 @@ def test_version_prints_the_package_version_and_loads_no_database_layer():
                                           ("zsh", ("#compdef orch", "_ORCH_COMPLETE=complete_zsh")),
                                           ("fish", ("complete --command orch", "_ORCH_COMPLETE=complete_fish"))])
 def test_each_shell_gets_its_script(shell, marks):
-    done = orch("completion", shell)
+    done = completion(shell)
     assert done.returncode == 0, done.stderr
     for mark in marks:
         assert mark in done.stdout
 
 
 def test_a_shell_orch_does_not_complete_is_one_line_and_exit_2():
-    done = orch("completion", "tcsh")
+    done = completion("tcsh")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: orch completion 'tcsh': not a shell orch completes; use one of bash, zsh, fish"]
@@ -70,7 +69,7 @@ def test_bash_with_the_script_sourced_completes_commands_runs_and_experiments(tm
     bindir.mkdir()
     (bindir / "orch").write_text(f"#!/bin/sh\nexec {sys.executable} -m orchestrator.cli \"$@\"\n")
     (bindir / "orch").chmod(0o755)
-    script = orch("completion", "bash").stdout
+    script = completion("bash").stdout
     (tmp_path / "orch.bash").write_text(script)
 
     def tab(*words: str) -> list[str]:
