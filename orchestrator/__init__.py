@@ -38,6 +38,12 @@ if _typing.TYPE_CHECKING:
     from orchestrator.run.execute import Outcome
     from orchestrator.run.logimport import Imported, LogSource as _LogSource
     from orchestrator.store.database import Store
+    from orchestrator.api.report import write_report
+    from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
+    from orchestrator.api.compare import compare_configurations, compare_csv, diff_configurations
+    from orchestrator.api.records import (
+        list_runs, list_runs_csv, list_runs_json, recorded_names, resolve_run, run_log, run_series,
+    )
 
 __version__ = "0.1.0"
 
@@ -45,6 +51,8 @@ __all__ = [
     "run_experiment", "run_experiment_async", "check_experiment", "check_experiment_async", "load_spec",
     "show_run", "run_requests", "diff_runs", "revert_patches", "revert_patches_async", "stop_runs", "stop_runs_async",
     "check_hosts", "check_hosts_async", "import_log",
+    "list_runs", "list_runs_json", "list_runs_csv", "resolve_run", "run_series", "run_log", "recorded_names",
+    "compare_configurations", "compare_csv", "diff_configurations", "write_report", "DEFAULT_DEBUG_PATTERN",
     "Spec", "Outcome", "Store", "RunDiff", "HostFacts",
     "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
     "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
@@ -59,6 +67,14 @@ _LAZY = {
     "RunDiff": ("orchestrator.core.diff", "RunDiff"),
     "HostFacts": ("orchestrator.host.facts", "HostFacts"),
 }
+# The functions of the face that live in its modules (orchestrator/api/, one noun each), loaded
+# on first use as the types are.
+_LAZY.update({name: ("orchestrator.api.records", name) for name in (
+    "list_runs", "list_runs_json", "list_runs_csv", "resolve_run", "run_series", "run_log", "recorded_names")})
+_LAZY.update({name: ("orchestrator.api.compare", name) for name in (
+    "compare_configurations", "compare_csv", "diff_configurations")})
+_LAZY["write_report"] = ("orchestrator.api.report", "write_report")
+_LAZY["DEFAULT_DEBUG_PATTERN"] = ("orchestrator.core.defaults", "DEFAULT_DEBUG_PATTERN")  # `import_log`'s default
 
 _Where = str | _PathLike[str]
 _Report = _Callable[[str, str], None]  # (host, message): what a run is doing, as `orch run` prints it
@@ -166,13 +182,15 @@ def show_run(run: str, *, db: str = _DEFAULT_DB) -> dict[str, _typing.Any]:
     return reading.record(reader, reading.get(reader, run))
 
 
-def run_requests(run: str, *, db: str = _DEFAULT_DB) -> list[dict[str, _typing.Any]]:
-    """`orch show RUN --requests --json`: the run's workload requests, one dict each, in the order sent."""
+def run_requests(run: str, *, db: str = _DEFAULT_DB, by_end: bool = False) -> list[dict[str, _typing.Any]]:
+    """`orch show RUN --requests --json`: the run's workload requests, one dict each, in the order
+    sent (`by_end`: in the order they ended, as `orch series --kind requests` lists them)."""
     from orchestrator.store import reading
 
     reader = reading.open_url(db)
     found: _typing.Any = reading.get(reader, run)  # a row whose fields the reader names at run time
-    return reading.requests(reader, found.id)
+    rows = reading.requests(reader, found.id)
+    return sorted(rows, key=lambda r: r["at_s"]) if by_end else rows
 
 
 def diff_runs(run_a: str = "last~1", run_b: str = "last", *, db: str = _DEFAULT_DB,

@@ -31,7 +31,7 @@ FACE: dict[str, dict[str, str]] = {
               "overrides": "check_experiment.overrides", "variants": "check_experiment.variants", "as_json": OUTPUT},
     "show": {"run_ref": "show_run.run", "as_json": OUTPUT, "requests": "run_requests"},
     "diff": {"run_a": "diff_runs.run_a", "run_b": "diff_runs.run_b", "everything": "diff_runs.everything",
-             "as_json": OUTPUT},
+             "as_json": OUTPUT, "where": "diff_configurations.where", "vs": "diff_configurations.vs"},
     "revert": {"host": "revert_patches.hosts", "force": "revert_patches.force"},
     "stop": {"run_ref": "stop_runs.run", "host": "stop_runs.hosts", "every": "stop_runs.every",
              "sweep": "stop_runs.sweep"},
@@ -39,6 +39,14 @@ FACE: dict[str, dict[str, str]] = {
                "host": "import_log.host", "debug_pattern": "import_log.debug_pattern", "secret": "import_log.secrets"},
     "hosts check": {"hosts": "check_hosts.hosts", "port": "check_hosts.port", "timeout": "check_hosts.timeout",
                     "as_json": OUTPUT},
+    "ls": {"experiment": "list_runs.experiment", "status": "list_runs.status", "host": "list_runs.host",
+           "where": "list_runs.where", "sort": "list_runs.sort", "limit": "list_runs.limit", "mine": "list_runs.mine",
+           "as_json": "list_runs_json", "as_csv": "list_runs_csv"},
+    "compare": {"experiment": "compare_configurations.experiment", "where": "compare_configurations.where",
+                "by": "compare_configurations.by", "as_json": OUTPUT, "as_csv": "compare_csv", "metrics": OUTPUT},
+    "series": {"run_ref": "run_series.run", "kind": "run_series.kind", "as_csv": OUTPUT},
+    "logs": {"run_ref": "run_log.run", "follow": "run_log.follow", "debug": "run_log.debug", "node": "run_log.node"},
+    "report": {"experiment": "write_report.experiment", "out": "write_report.out", "by": "write_report.by"},
 }
 GLOBAL = {"db": "db", "inventory": "inventory"}
 # The command line's own: what a shell or a terminal asks of `orch` (a completion script, the
@@ -50,13 +58,15 @@ FACE_GLOBALS = {  # which face functions read the database and the inventory
     "show_run": {"db"}, "run_requests": {"db"}, "diff_runs": {"db"}, "revert_patches": {"db", "inventory"},
     "stop_runs": {"db", "inventory"}, "check_hosts": {"inventory"},
     "import_log": {"db", "inventory"},
+    "list_runs": {"db"}, "list_runs_json": {"db"}, "list_runs_csv": {"db"}, "run_series": {"db"},
+    "run_log": {"db", "inventory"}, "compare_configurations": {"db"}, "compare_csv": {"db"},
+    "diff_configurations": {"db"}, "write_report": {"db"},
 }
 # What is not on the face yet: command -> its options the face has no parameter for (every
 # option, for a command with no function there). Struck off as the face grows.
 NOT_YET = {
-    "diff": {"where", "vs"},  # two configurations' repeats: core/compare.py reads them, through cli/compare.py
-    "ls": {"*"}, "compare": {"*"}, "hosts": {"*"},  # hosts: the inventory's listing
-    "render": {"*"}, "series": {"*"}, "logs": {"*"}, "patches": {"*"}, "clean": {"*"}, "report": {"*"},
+    "hosts": {"*"},  # hosts: the inventory's listing
+    "render": {"*"}, "patches": {"*"}, "clean": {"*"},
     "doctor": {"*"},
 }
 

@@ -8,18 +8,20 @@ packages `engines/<name>/` are *engines*):
     -------   -----------------------------------------   ---------------------------------------------
     records   records.py, bounds.py (the bottom floor)    nothing of orch's; every layer imports it
     errors    errors.py                                   records (typed evidence, e.g. a Diagnosis)
+    rehearsal rehearsal/ (the engines' stand-ins)         nothing of orch's: its trees and releases, file facts
     registry  engines/__init__.py, engines/registry.py    seam (engine modules named as strings, loaded on use)
     seam      engines/base.py, fields, finding, ...       errors, core; host, remote in annotations only
-    core      core/                                       errors, registry       (pure: see below)
+    core      core/                                       errors, registry, rehearsal   (pure: see below)
     remote    remote/                                     errors, core
     store     store/                                      errors, core, seam
-    host      host/                                       errors, core, seam, remote, store
+    host      host/                                       errors, core, seam, remote, store, rehearsal
     engines   engines/<name>/                             errors, core, seam, remote, store, host, registry
     run       run/                                        errors, core, seam, remote, store, host, engines
     report    report/                                     errors, core, seam, store, run
     cli       cli/                                        top (the library face), errors; below the face
                                                           only what CLI_NOT_YET_THROUGH_THE_FACE lists
-    top       __init__.py (the library face), testing.py  every layer but cli
+    top       __init__.py and api/ (the library face),    every layer but cli
+              testing.py
     tinymodels tinymodels/ (a maker of test models)       errors, host (checkpoint transforms); a leaf:
                                                           no other layer imports it
 
@@ -34,12 +36,13 @@ and rehearsal stand-in, as strings; it imports an engine only when asked for one
 (which engines an experiment may name, their templates, codes and rehearsal releases).
 
 Four rules beside the table:
-(a) `core/` is pure: it imports no orch layer but the records, errors and the registry (no engine, not
-    even the seam) and none of asyncio, asyncssh, sqlmodel, sqlalchemy.
+(a) `core/` is pure: it imports no orch layer but the records, errors, the registry and the
+    stand-ins' release lists (no engine, not even the seam) and none of asyncio, asyncssh, sqlmodel,
+    sqlalchemy.
 (b) third-party seams: asyncssh only in remote/, sqlmodel and sqlalchemy only in store/, typer and
     rich only in cli/, plotly only in report/, torch, transformers, tokenizers and safetensors only in
     tinymodels/ (it runs under the real engine's venv, never in orch's own).
-(c) nothing outside `engines/` names an engine: its package name in an identifier, an import or a
+(c) nothing outside `engines/` and `rehearsal/` names an engine: its package name in an identifier, an import or a
     string; its endpoints, JSON fields, log lines or programs in a string. Strings are the
     constants that do something: docstrings and other bare string statements are prose and may
     mention an engine; comments are not in the tree at all.
@@ -47,8 +50,11 @@ Four rules beside the table:
     string: the folders and names only an engine's own survey of its installed source reads
     (ENGINE_LAYOUT); core builds commands for every engine alike.
 
-The rehearsal stand-ins (`engines/*/sim/`) are programs copied to hosts, not orch modules: not
-scanned.
+The rehearsal stand-ins live in `rehearsal/`, not beside the engines: `standin.py` (how a tree is
+laid out and assembled), one declaration per engine (`sglang.py`, `vllm.py`) and the trees under
+`rehearsal/trees/<engine>/`, which are programs copied to hosts, not orch modules: not scanned. No
+engine module imports `rehearsal/`: the inventory (core) asks it which releases a host may emulate,
+and the host's installer (`host/rehearsal.py`) asks it for an engine's stand-in by the engine's name.
 """
 
 from __future__ import annotations
@@ -64,24 +70,26 @@ PACKAGE = Path(__file__).resolve().parent.parent / "orchestrator"
 
 ALLOWED: dict[str, frozenset[str]] = {
     "records": frozenset(),
+    "rehearsal": frozenset(),  # file facts only; no engine module imports it
     "errors": frozenset({"records"}),
     "registry": frozenset({"seam"}),
     "seam": frozenset({"errors", "core"}),
-    "core": frozenset({"errors", "registry"}),
+    "core": frozenset({"errors", "registry", "rehearsal"}),
     "remote": frozenset({"errors", "core"}),
     "store": frozenset({"errors", "core", "seam"}),
-    "host": frozenset({"errors", "core", "seam", "remote", "store"}),
+    "host": frozenset({"errors", "core", "seam", "remote", "store", "rehearsal"}),
     "engines": frozenset({"errors", "core", "seam", "remote", "store", "host", "registry"}),
     "run": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "registry"}),
     "report": frozenset({"errors", "core", "seam", "store", "run"}),
     "cli": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "top", "registry",
                       "report"}),
-    "top": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "registry"}),
+    "top": frozenset({"errors", "core", "seam", "remote", "store", "host", "engines", "run", "registry", "report"}),
     "tinymodels": frozenset({"errors", "host"}),  # a leaf: in no other layer's set
 }
 TYPING_ONLY: dict[str, frozenset[str]] = {"seam": frozenset({"host", "remote"})}  # under `if TYPE_CHECKING:` only
 BOTTOM_FLOOR = {"records", "bounds"}  # the modules every layer may import: they import nothing of orch's
-FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli", "tinymodels"}  # a folder that is a layer of its own
+FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli", "tinymodels", "rehearsal"}  # a layer's own folder
+STAND_IN_TREES = ("orchestrator", "rehearsal", "trees")  # programs copied to hosts: not orch modules
 
 # The CLI goes through the library face: a cli/ module imports the face (`orchestrator`), the bottom
 # floor and errors (records and errors the face hands out), and cli/ itself (ui, text, and app: the
@@ -90,18 +98,12 @@ FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli", "tinymodel
 CLI_DOORS = {"top", "records", "errors", "cli"}
 CLI_NOT_YET_THROUGH_THE_FACE: dict[str, set[str]] = {
     "app.py": {"core.inventory", "core.plancheck", "core.spec", "store.database", "store.reading"},
-    "compare.py": {"core.compare", "core.defaults", "core.objective", "core.spec", "store.queries", "store.reading"},
-    "completing.py": {"store.reading"},
     "doctor.py": {"core.inventory", "core.plancheck", "core.spec", "run.attempt", "run.doctor.causes",
                   "run.doctor.examination", "store.reading"},
     "hosts.py": {"core.inventory", "host.cleanup", "host.journal", "host.lifecycle", "host.reverting", "remote",
                  "store.database"},
-    "inputs.py": {"core.defaults", "store.reading"},
     "interrupt.py": {"core.spec", "run.execute", "run.runstop", "run.stopping", "store.database", "store.reading"},
-    "listing.py": {"core.compare", "store.metricjson", "store.queries", "store.reading"},
     "live.py": {"core.spec", "engines", "run.attempt"},
-    "records.py": {"core.inventory", "host.server", "host.session", "store.reading"},
-    "report.py": {"report"},
     "runs.py": {"core.clock", "core.render", "core.secrets", "core.spec", "engines", "host.session", "remote",
                 "run.execute", "run.plankey", "run.sweep", "store.database"},
     "swept.py": {"core.defaults", "core.spec"},
@@ -157,7 +159,7 @@ def orch_modules() -> list[Module]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE.parent)
-        if "sim" in relative.parts[:-1]:
+        if relative.parts[:len(STAND_IN_TREES)] == STAND_IN_TREES:
             continue
         found.append(parse(relative.as_posix(), path.read_text()))
     return found
@@ -173,7 +175,7 @@ def layer_of(dotted: str) -> str | None:
     parts = dotted.split(".")
     if parts[0] != "orchestrator":
         return None
-    if len(parts) == 1:
+    if len(parts) == 1 or parts[1] == "api":  # the face, and the modules it re-exports
         return "top"
     if len(parts) == 2 and parts[1] in BOTTOM_FLOOR:
         return "records"
@@ -233,7 +235,7 @@ def core_impurities(modules: list[Module]) -> list[str]:
             top = target.split(".")[0]
             if top in CORE_FORBIDDEN_LIBRARIES:
                 found.append(f"{module.where}:{line}: core imports {target}")
-            elif layer is not None and layer not in {"core", "errors", "registry", "records"}:
+            elif layer is not None and layer not in {"core", "errors", "registry", "rehearsal", "records"}:
                 found.append(f"{module.where}:{line}: core imports {target} ({layer})")
     return found
 
@@ -331,10 +333,10 @@ def _engine_words(text: str, *, string: bool) -> list[str]:
 
 
 def engine_mentions(modules: list[Module]) -> list[str]:
-    """Rule (c): every place outside engines/ that names an engine."""
+    """Rule (c): every place outside engines/ and rehearsal/ that names an engine."""
     found = []
     for module in modules:
-        if module.name == "orchestrator.engines" or module.name.startswith("orchestrator.engines."):
+        if module.name.split(".")[:2] in (["orchestrator", "engines"], ["orchestrator", "rehearsal"]):
             continue
         prose = _prose(module.tree)
         for node in ast.walk(module.tree):
@@ -437,6 +439,28 @@ def test_tinymodels_is_a_leaf_no_layer_imports():
     ]
     assert misplaced_libraries([parse("orchestrator/host/y.py", "import torch\n"), maker]) == [
         "orchestrator/host/y.py:1: torch outside tinymodels/"]
+
+
+def test_no_engine_reaches_its_stand_in_and_the_stand_ins_import_no_orch_layer():
+    """The stand-ins are reached by the engine's name from core and host, never from an engine."""
+    engine = parse("orchestrator/engines/sglang/x.py", "from orchestrator.rehearsal import sglang\n")
+    registry = parse("orchestrator/engines/registry.py", "from orchestrator import rehearsal\n")
+    stand_in = parse("orchestrator/rehearsal/x.py", "from orchestrator.core import spec\nfrom . import standin\n")
+    host = parse("orchestrator/host/x.py", "from orchestrator.rehearsal import stand_in\n")
+    core = parse("orchestrator/core/x.py", "from orchestrator import rehearsal\n")
+    assert upward_imports([engine, registry, stand_in, host, core]) == [
+        "orchestrator/engines/sglang/x.py:1: engines imports orchestrator.rehearsal.sglang (rehearsal)",
+        "orchestrator/engines/registry.py:1: registry imports orchestrator.rehearsal (rehearsal)",
+        "orchestrator/rehearsal/x.py:1: rehearsal imports orchestrator.core.spec (core)",
+    ]
+    assert engine_mentions([parse("orchestrator/rehearsal/y.py", "PACKAGE = 'sglang'\n")]) == []
+
+
+def test_the_stand_in_trees_are_programs_not_scanned():
+    names = {module.name for module in orch_modules()}
+    assert {"orchestrator.rehearsal", "orchestrator.rehearsal.standin"} <= names
+    assert (PACKAGE / "rehearsal" / "trees" / "sglang" / "sglang" / "__init__.py").is_file()
+    assert not [name for name in names if name.startswith("orchestrator.rehearsal.trees")]
 
 
 def test_cross_engine_rule_fires_on_another_engines_module_only():

@@ -37,7 +37,7 @@ def _on_first_use(*names: str) -> None:
 # ones the command modules name at their top (output, specs, comparisons) wait for first use.
 _on_first_use("orchestrator.cli.ui", "orchestrator.core.inventory", "orchestrator.core.spec",
               "orchestrator.core.diff", "orchestrator.core.compare", "orchestrator.run.plankey",
-              "orchestrator.engines")
+              "orchestrator.engines", "orchestrator.api.compare")
 from orchestrator.core import inventory as inventories, spec as specs  # noqa: E402
 
 if TYPE_CHECKING:

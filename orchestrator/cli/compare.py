@@ -2,58 +2,23 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 from typing import Any
 
 import typer
 
-from orchestrator.core import compare as comparing, objective as objectives
+from orchestrator.api import compare as comparing
 from orchestrator.errors import SpecError
 from . import ui
-from .app import _reader, app, dumps
+from .app import app, dumps, settings
 
 WHERE_HELP = ("Only runs whose param has this value as the engine ran it: key=value (a number or true/false as `--set` "
               "reads it); asked.key=value the command's value, effective.key=value the engine's print alone. Repeatable.")
 
 
-def parse_where(items: list[str], option: str = "--where") -> dict[str, Any]:
-    if not items:
-        return {}
-    from orchestrator.core.spec import literal  # only here: a command without --where reads no experiment file
-
-    where: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SpecError(f"{option} {item!r}: expected key=value, e.g. {option} speculative_num_steps=3")
-        where[key.strip()] = literal(value.strip())
-    return where
-
-
 def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The experiment's succeeded runs matching `where`, and the count of runs left out per other status."""
-    from orchestrator.store import queries
-    from orchestrator.store.reading import SUCCEEDED, shown
-
-    counts = queries.status_counts(store, experiment)
-    if not counts:
-        known = queries.experiments(store)
-        raise SpecError(f"no experiment {experiment!r} in {shown(store.url)}{comparing.did_you_mean(experiment, known)}"
-                        f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
-    runs = queries.comparable_runs(store, experiment)
-    comparing.check_keys(where, {k for r in runs for k in view(r)}, f"of {experiment!r}")
-    chosen = [r for r in runs if comparing.matches(view(r), where)]
-    left_out = {s: n for s, n in counts.items() if s != SUCCEEDED and n}
-    if where:
-        left_out["not matching --where"] = len(runs) - len(chosen)
-    return chosen, left_out
-
-
-def view(run: dict[str, Any]) -> dict[str, Any]:
-    """What `--where` matches: the run's params as they ran, its variant, `asked.k`, `effective.k`."""
-    return comparing.where_view(run["variant"], run["params"], run.get("effective"))
+    """The experiment's succeeded runs matching `where` and the runs left out (the face's, api/compare.py)."""
+    return comparing.load(store, experiment, where)
 
 
 @app.command("compare")
@@ -69,23 +34,15 @@ def compare_command(
                                 "(default: the headline ones; --json and --csv carry every metric)."),
 ) -> None:
     """One row per configuration of an experiment, repeats aggregated (n, median, min-max), the best marked."""
-    from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
-
     if as_json and as_csv:
         raise SpecError("--json and --csv: give one of them")
-    runs, left_out = load(_reader(), experiment, parse_where(where))
-    if not runs:
-        raise SpecError(f"experiment {experiment!r} has no succeeded run{' matching --where' if where else ''} "
-                        f"to compare ({_left_out(left_out)}); see `orch ls -e {experiment}`")
-    result = comparing.compare(experiment, runs, left_out, comparing.objective_of(runs, by.strip()), HOST_SPECIFIC_PARAMS)
+    if as_csv:
+        return emit(comparing.compare_csv(experiment, db=settings.db, where=where, by=by))
+    found = comparing.compare_configurations(experiment, db=settings.db, where=where, by=by)
     if as_json:
-        emit(dumps(comparing.as_json(result)) + "\n")
-    elif as_csv:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(comparing.csv_rows(result))
-        emit(out.getvalue())
+        emit(dumps(comparing.as_json(found.comparison)) + "\n")
     else:
-        table(result, len(runs), _columns(result, metrics))
+        table(found.comparison, found.counted, _columns(found.comparison, metrics))
 
 
 # The table's metric columns unless --metrics says otherwise: the headline measures, one latency
@@ -106,7 +63,7 @@ def _columns(c: comparing.Comparison, asked: str) -> list[str]:
                 raise SpecError(f"--metrics {name!r}: no run of {c.experiment!r} records it"
                                 f"{comparing.did_you_mean(name, c.metrics)}; metrics: {', '.join(c.metrics)}")
         return names
-    named = objectives.metrics(c.objective)  # the ranked one and each constraint's, steady or not
+    named = comparing.objective_metrics(c.objective)  # the ranked one and each constraint's, steady or not
     return [m for m in dict.fromkeys((*named, *HEADLINE)) if m in varying or m in named]
 
 
@@ -118,7 +75,7 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
     constraints = ", ".join(map(str, c.objective.subject_to))
     subject = f" subject to {constraints}" if constraints else ""
     ui.console.print(f"[bold]{line(c.experiment)}[/]: {counted} succeeded run(s) in {len(c.groups)} configuration(s)"
-                     f"; left out: {_left_out(c.left_out)}", soft_wrap=True)
+                     f"; left out: {comparing.left_out_text(c.left_out)}", soft_wrap=True)
     if c.constant:
         ui.console.print("constant: " + line(", ".join(f"{k}={ui.fmt(v)}" for k, v in c.constant.items())),
                          soft_wrap=True)
@@ -153,28 +110,16 @@ def table(c: comparing.Comparison, counted: int, shown: list[str]) -> None:
 
 
 def diff_configurations(experiment: str, where_items: list[str], vs_items: list[str], as_json: bool) -> None:
-    """`orch diff EXPERIMENT --where ... --vs ...`: side A matches --where, side B the same with --vs
-    changing (or adding) conditions; each side must be one configuration."""
-    from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
-
-    where, vs = parse_where(where_items), parse_where(vs_items, "--vs")
-    every, _ = load(_reader(), experiment, {})
-    known = {k for r in every for k in view(r)}
-    for option, conditions in (("--where", where), ("--vs", vs)):
-        comparing.check_keys(conditions, known, f"of {experiment!r}", option)
-    sides = []
-    for side, conditions in (("A", where), ("B", {**where, **vs})):
-        chosen = [r for r in every if comparing.matches(view(r), conditions)]
-        sides.append(comparing.one_configuration(comparing.group(chosen, HOST_SPECIFIC_PARAMS), side, conditions))
-    a, b = sides
-    rows = comparing.side_by_side(a, b)
+    """`orch diff EXPERIMENT --where ... --vs ...`: the two configurations' repeats side by side."""
+    found = comparing.diff_configurations(experiment, db=settings.db, where=where_items, vs=vs_items)
+    a, b, rows = found.a, found.b, found.rows
     if as_json:
-        emit(dumps(comparing.side_by_side_json(a, b, rows)) + "\n")
+        emit(dumps(found.as_json()) + "\n")
         return
     from .text import line  # here, not above: `orch --help` and --json do without rich
     from rich.table import Table
 
-    data = comparing.side_by_side_json(a, b, rows)
+    data = found.as_json()
     for side, g in (("A", a), ("B", b)):
         ui.console.print(f"[bold]{side}[/]: {line(', '.join(g.variants))}, runs {', '.join(map(str, g.run_ids))}",
                          soft_wrap=True)
@@ -211,7 +156,3 @@ def _stat(s: comparing.Stat | None) -> str:
     if s.low == s.high:
         return ui.fmt(s.median)
     return f"{ui.fmt(s.median)} ({ui.fmt(s.low)}-{ui.fmt(s.high)})"
-
-
-def _left_out(left_out: dict[str, int]) -> str:
-    return ", ".join(f"{n} {status}" for status, n in left_out.items()) or "none"

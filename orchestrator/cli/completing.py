@@ -66,24 +66,16 @@ def _db(ctx: Any) -> str:
     return str(given or os.environ.get("ORCH_DB") or "sqlite:///orch.db")
 
 
-def _names(ctx: Any, sql: str) -> list[str]:
-    """Values the database holds, best effort: completion offers nothing rather than fail."""
-    try:
-        from orchestrator.store import reading
-
-        store = reading.open_url(_db(ctx))
-        return [str(row[0]) for row in store.rows(sql)]
-    except Exception:  # noqa: BLE001  # no database here, or not one of orch's: nothing to offer
-        return []
-
-
 def runs(ctx: typer.Context, incomplete: str) -> list[str]:
     """A RUN argument: `last`, then the newest runs' ids."""
-    ids = _names(ctx, "SELECT id FROM run ORDER BY id DESC LIMIT 50")
+    import orchestrator
+
+    ids = orchestrator.recorded_names("runs", db=_db(ctx))
     return [v for v in ("last", *ids) if v.startswith(incomplete)]
 
 
 def experiments(ctx: typer.Context, incomplete: str) -> list[str]:
     """An experiment's name, from the runs recorded."""
-    return [v for v in _names(ctx, "SELECT DISTINCT experiment FROM run ORDER BY experiment")
-            if v.startswith(incomplete)]
+    import orchestrator
+
+    return [v for v in orchestrator.recorded_names("experiments", db=_db(ctx)) if v.startswith(incomplete)]

@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 
 import orchestrator
-from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
 from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
 from .app import SET_HELP, _split, app, dumps, settings
@@ -42,14 +41,12 @@ def import_log(
     params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
     host: str | None = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
                                        "the HOST of HOST:PATH, else `imported`)."),
-    debug_pattern: str = typer.Option(DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
+    debug_pattern: str = typer.Option(orchestrator.DEFAULT_DEBUG_PATTERN, "--debug-pattern", help="Regex of debug lines."),
     secret: list[str] = typer.Option([], "--secret", help="An env name whose values to hide in the log, besides "
                                      "the inventory's `secrets:` and names that say so (repeatable)."),
 ) -> None:
     """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
-    from orchestrator.store.reading import SUCCEEDED
-
     done = orchestrator.import_log(log, db=settings.db, inventory=settings.inventory, name=name, params=params,
                                    host=host, debug_pattern=debug_pattern, secrets=secret)
     ui.imported(done)
-    raise typer.Exit(EXIT_OK if done.status == SUCCEEDED else EXIT_RUN_FAILED)
+    raise typer.Exit(EXIT_OK if done.status == "succeeded" else EXIT_RUN_FAILED)  # a run's status, as recorded

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
+import orchestrator
 from . import ui
-from .app import _reader, app
-from orchestrator.errors import SpecError
+from .app import app, settings
 
 
 @app.command()
@@ -23,9 +23,5 @@ def report(
     accept length over time, the Pareto front of throughput and latency, and each run's patches,
     flags and debug lines, every configuration named by its swept values. One file that opens
     without a network."""
-    from orchestrator import report as reports  # plotly.js is read only here: `orch --help` stays fast
-
-    if out.is_dir() or not out.parent.is_dir():
-        raise SpecError(f"-o {out}: not a file in an existing folder; give a path such as report.html")
-    count = reports.write(_reader(), experiment, out, by.strip())
+    count = orchestrator.write_report(experiment, out, db=settings.db, by=by)
     ui.note(f"wrote {out}: {count} runs of {experiment}")
