@@ -13,7 +13,7 @@ NOT_YET_MOVED = {
     "test_dry_run.py", "test_hardening_fulldisk.py",
     "test_hardening_modes.py", "test_hardening_portrace.py",
     "test_hardening_rekey.py", "test_import_graph.py", "test_labels.py",
-    "test_patchcheck.py", "test_reading.py", "test_tool_real.py", "test_versions.py",
+    "test_patchcheck.py", "test_reading.py", "test_tool_real.py",
     "test_vllm_hostside.py",
 }
 

@@ -5,16 +5,14 @@ and the `sglang serve` entrypoint where the release has one."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, free_port
+from conftest import free_port
 from orchestrator.core import inventory
 from orchestrator.errors import SpecError
+from support.cli import orch, orch_env
 
 # release -> (server-info endpoint, decode lines carry "accept rate", entrypoint, server_args form)
 RELEASES = {
@@ -45,6 +43,7 @@ ready_timeout: 60
 """
 
 
+@pytest.mark.slow  # three whole runs, one per release; the inventory cases below stay in `make test`
 def test_demo_target_on_each_release(project: Path):
     hosts = "".join(
         f"  r{release.replace('.', '')}:\n    transport: local\n    workdir: {project / release}\n"
@@ -53,19 +52,17 @@ def test_demo_target_on_each_release(project: Path):
     (project / "inventory.yaml").write_text("hosts:\n" + hosts)
     spec = project / "experiments" / "releases.yaml"
     spec.write_text(SPEC)
-    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "ORCH_INVENTORY": str(project / "inventory.yaml"),
-           "PYTHONPATH": str(ROOT), "ORCH_CACHE": str(project / "cache")}
+    env = {**orch_env(project, columns=None), "ORCH_CACHE": str(project / "cache")}
 
-    def orch(*args):
-        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=240)
+    def command(*args):
+        return orch(project, *args, env=env)
 
     for release, (_, _, entrypoint, _) in RELEASES.items():
-        done = orch("run", str(spec), "--hosts", f"r{release.replace('.', '')}", "--set", f"port={free_port()}",
-                    "--set", f"entrypoint={entrypoint}")
+        done = command("run", str(spec), "--hosts", f"r{release.replace('.', '')}", "--set", f"port={free_port()}",
+                       "--set", f"entrypoint={entrypoint}")
         assert done.returncode == 0, done.stdout + done.stderr
-    for run, (release, (endpoint, has_rate, entrypoint, server_args)) in zip(json.loads(orch("ls", "--json").stdout), RELEASES.items()):
-        record = json.loads(orch("show", str(run["id"]), "--json").stdout)
+    for run, (release, (endpoint, has_rate, entrypoint, server_args)) in zip(json.loads(command("ls", "--json").stdout), RELEASES.items()):
+        record = json.loads(command("show", str(run["id"]), "--json").stdout)
         sources = {s["source"]: s["value"] for s in record["metric_sources"]["accept_len"]}
         assert set(sources) == {"meta_info", f"server_info:{endpoint}", "decode_log"}, (release, sources)
         assert all(value is not None and value > 2.0 for value in sources.values()), (release, sources)
@@ -73,7 +70,7 @@ def test_demo_target_on_each_release(project: Path):
         assert (record["metrics"]["accept_rate"] is not None) == has_rate, release
         decode = [s for s in record["series"] if s["kind"] == "decode"]
         assert decode and all(s["accept_len"] > 1.0 for s in decode)
-        log = orch("logs", str(run["id"])).stdout
+        log = command("logs", str(run["id"])).stdout
         old = release == "0.4.10"
         assert ("Decode batch. #running-req" in log) == old and ("Decode batch, #running-req" in log) == (not old)
         assert ('"GET /get_model_info HTTP/1.1" 200' in log) == old  # the warm-up's request
