@@ -16,6 +16,7 @@ from .facts import LAYERS, LLAMA_DRAFT, MIDLAYER, Capture, Facts, aux_count, con
 from orchestrator.engines.finding import ERROR, INFO, WARNING, Finding, acknowledged, blocking, errors  # noqa: F401 (re-exported)
 from .source import METHOD as CAPTURE_METHOD
 from .vocab import d2t_form
+from orchestrator.engines.tokenizers import CODES as TOKENIZER_CODES
 
 __all__ = ["ERROR", "WARNING", "INFO", "MIDLAYER", "LAYERS", "CAPTURE_METHOD", "CODES", "Capture", "Facts", "Finding",
            "acknowledged", "blocking", "check", "d2t_form", "draft_layout", "errors", "version_tuple"]
@@ -35,7 +36,7 @@ CODES = (  # every code a finding can carry; `preflight: {allow: [...]}` names t
     "draft-arch-unknown", "draft-context", "draft-keys-dropped", "draft-keys-missing", "draft-keys-unknown",
     "draft-tokens-adjusted", "draft-weights-missing", "draft-weights-unchecked", "fc-missing", "fc-width",
     "lm-head-missing", "lm-head-shape", "not-a-folder", "t2d-inconsistent", "target-class-not-found",
-    "target-embed-head-missing", "target-embed-head-patched",
+    "target-embed-head-missing", "target-embed-head-patched", *TOKENIZER_CODES,
 )
 
 

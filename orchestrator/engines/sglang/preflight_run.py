@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engines import checkpaths, draftweights as preflight_weights
+from orchestrator.engines import checkpaths, draftweights as preflight_weights, tokenizers
 from orchestrator.engines.hostfiles import HostFiles
 
 from . import preflight_source
@@ -61,7 +61,8 @@ async def findings_for(conn: Any, host: Any, params: dict[str, Any], env: dict[s
     facts = Facts(version, preflight.draft_layout(layout_source, version), str(model_path), target_cfg,
                   str(draft_path), draft_cfg, weights.tensors, weights.vocab.get("d2t"), weights.vocab.get("t2d"),
                   capture, params, env, src, weights.unread, weights.files, embed_head)
-    return preflight.acknowledged(preflight.check(facts), allow)
+    own_tokenizer = await tokenizers.check(files, str(model_path), str(draft_path))
+    return preflight.acknowledged([*preflight.check(facts), *own_tokenizer], allow)
 
 
 def _archs(config: dict[str, Any]) -> list[str]:

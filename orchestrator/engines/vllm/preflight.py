@@ -15,13 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from orchestrator.engines.finding import ERROR, WARNING, Finding
+from orchestrator.engines.tokenizers import CODES as TOKENIZER_CODES
 
 from . import inferred, source
 
 CODES = (  # every code a finding can carry (preflight_run.py's too); `preflight: {allow: [...]}` names them
     "aux-layers-missing", "checkpoint-path-missing", "config-invalid", "d2t-absolute", "draft-arch-unregistered", "draft-keys-unknown", "draft-weights-unchecked",
     "fc-width", "method-eagle-with-eagle3-draft", "method-inferred", "method-unknown", "not-a-folder", "source-unread",
-    "target-arch-unregistered", "target-eagle3-unsupported", "target-model-type-unsupported",
+    "target-arch-unregistered", "target-eagle3-unsupported", "target-model-type-unsupported", *TOKENIZER_CODES,
 )
 _LAYER_KEY = re.compile(r"^(?:model\.)?(?:midlayer|layers\.(\d+))\.")
 _TOP_KEYS = re.compile(r"^(?:model\.)?(?:fc\.weight|norm\.weight|embed_tokens\.weight)$|^(?:lm_head\.weight|d2t|t2d)$")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.engines import checkpaths
+from orchestrator.engines import checkpaths, tokenizers
 from orchestrator.engines.command import Command
 from orchestrator.engines.finding import ERROR, INFO, Finding, acknowledged
 from orchestrator.engines.hostfiles import HostFiles
@@ -58,7 +58,8 @@ async def findings_for(session: HostSession, launch: Command, overlay: Mapping[s
         await package_version(session.conn, where, hostside.VERSION_FILES),
         await _sources(session, where, target), spec, target, draft,
         {name: info.shape for name, info in weights.tensors.items()}, weights.vocab.get("d2t"))
-    return acknowledged([*found, *preflight.check(facts)], allow)
+    own_tokenizer = await tokenizers.check(files, str(model_path), str(spec["model"]))
+    return acknowledged([*found, *preflight.check(facts), *own_tokenizer], allow)
 
 
 def speculative_config(launch: Command) -> dict[str, object] | None:

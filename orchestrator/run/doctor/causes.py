@@ -38,6 +38,7 @@ _PREFLIGHT_CODES = {
     "fc-width": ("fc-width",),
     "draft-keys-dropped": ("draft-keys-dropped", "draft-keys-unknown"),
     "d2t-absolute": ("d2t-absolute",),
+    "vocab-mismatch": ("tokenizer-mismatch",),
 }
 # a matrix left at its random init is a dropped key; a norm of ones may equal its init by chance
 _MATRICES = ("proj", "fc.")
