@@ -8,6 +8,10 @@ for start-up time is still knowledge; counting them all keeps the rule one sente
 import x` is an edge to the submodule P.x where there is one, else to P itself, so a package's
 `__init__.py` re-exports are the package's edges. The parent packages Python loads before a
 submodule are its mechanics, not what the module's text names: they are no edge.
+
+The rehearsal stand-ins' trees (`orchestrator/rehearsal/trees/`) are programs copied to hosts, not
+modules of the graph; the package that declares them (`orchestrator/rehearsal/`) is a sink: its
+edges stay inside it, so no circle can pass through it, and no engine module has an edge into it.
 """
 
 from __future__ import annotations
@@ -164,6 +168,22 @@ def test_a_graph_without_circles_passes():
 
 
 # --- the house ---
+
+
+def _edges_out(graph: Graph, prefix: str) -> dict[str, set[str]]:
+    """Each module under `prefix` and its edges to modules outside it."""
+    return {name: {t for t in targets if not t.startswith(prefix)} for name, targets in graph.items()
+            if name.startswith(prefix) and any(not t.startswith(prefix) for t in targets)}
+
+
+def test_the_stand_ins_are_a_sink_no_engine_reaches():
+    graph, where = graph_of(orch_modules())
+    stand_ins = "orchestrator.rehearsal"
+    assert stand_ins in graph and not any(name.startswith(f"{stand_ins}.trees") for name in graph)
+    assert _edges_out(graph, stand_ins) == {}, "orchestrator/rehearsal/ imports nothing outside itself"
+    into = [where[name, target] for name, targets in graph.items() if name.startswith("orchestrator.engines")
+            for target in targets if target.startswith(stand_ins)]
+    assert not into, f"engine modules that import a stand-in: {into}"
 
 
 def test_no_import_circle():
