@@ -11,14 +11,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import rehearsal_spec
-from conftest import ROOT, free_port
+from conftest import free_port
+from support.cli import orch, start_orch
 
 PATCHED = "rehearsal/sglang/srt/models/llama_eagle3.py"  # under the workdir: on the small disk
 
@@ -62,16 +62,6 @@ def fill(mount: Path, leave: int = 0) -> None:
             pass
 
 
-def orch_env(project: Path) -> dict[str, str]:
-    return {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "PYTHONPATH": str(ROOT),
-            "ORCH_INVENTORY": str(project / "inventory.yaml")}
-
-
-def orch(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=orch_env(project),
-                          capture_output=True, text=True, timeout=240)
-
-
 def experiment(project: Path, load: float = 0) -> Path:
     spec = project / "experiments" / "fulldisk.yaml"
     spec.write_text(rehearsal_spec.sglang("fulldisk", free_port(), load, PATCH))
@@ -96,8 +86,7 @@ def left_behind(mount: Path) -> list[str]:
 def run_filling(project: Path, mount: Path, spec: Path, while_full=None) -> subprocess.CompletedProcess[str]:
     """`orch run` in the background; once its server is launched (the patch is applied by then),
     the disk is filled up and `while_full` called; the run's result."""
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec)], cwd=project,
-                            env=orch_env(project), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_orch(project, "run", str(spec))
     try:
         deadline = time.monotonic() + 120
         while not list((mount / "host").glob("runs/*/pid")):
