@@ -6,17 +6,15 @@ taken port fails the run, naming the port."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import rehearsal_spec
-from conftest import ROOT, free_port
-
+from conftest import free_port
+from support.cli import orch
 
 
 class Squatter:
@@ -55,19 +53,12 @@ def run_with_squatter(project: Path, ports: int) -> tuple[subprocess.CompletedPr
     port = free_port()
     spec = project / "experiments" / "portrace.yaml"
     spec.write_text(rehearsal_spec.sglang("portrace", port))
-    env = {**os.environ, "ORCH_DB": f"sqlite:///{project / 'orch.db'}", "PYTHONPATH": str(ROOT),
-           "ORCH_INVENTORY": str(project / "inventory.yaml")}
-
-    def orch(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=240)
-
     squatter = Squatter(project / "host" / "runs", ports)
     try:
-        done = orch("run", str(spec))
+        done = orch(project, "run", str(spec))
     finally:
         squatter.close()
-    shown = json.loads(orch("show", "last", "--json").stdout)
+    shown = json.loads(orch(project, "show", "last", "--json").stdout)
     return done, shown, sorted(squatter.held), port
 
 
