@@ -113,6 +113,31 @@ def where(request, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         yield request.param
 
 
+@pytest.fixture
+def push_target(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """(host, reconnect) for the checkpoint push transport named by the test's parameter (one of
+    support.push.TRANSPORTS); the ssh ones against a real sshd on 127.0.0.1."""
+    from orchestrator.core.inventory import Host
+
+    kind = request.param
+    if kind == "local":
+        yield Host(name="here", transport="local", workdir=str(tmp_path / "host")), False
+        return
+    import sshd
+
+    if sshd.sshd_missing():
+        pytest.skip(sshd.sshd_missing())
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # nothing here may read the user's ~/.ssh
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    server = sshd.start(tmp_path / "sshd", "box")
+    known = tmp_path / "known_hosts"
+    known.write_text(server.known_line())
+    yield server.host(known, tmp_path / "host"), kind == "ssh-commands"
+    server.stop()
+
+
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory):
     """The bad-input corpus's rehearsal host (support.corpus): a workdir with the rehearsal SGLang

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_push import TRANSPORTS, do_push, hashes, make_folder, target  # noqa: F401  (target: the fixture)
+from support.push import TRANSPORTS, do_push, hashes, make_folder
 
 MODES = {"model.safetensors": 0o640, "run.sh": 0o755, "config.json": 0o444, "sub/tokenizer.json": 0o600}
 
@@ -27,9 +27,9 @@ def checkpoint(src: Path) -> None:
     os.symlink("run.sh", src / "launch.sh")  # pushed as a plain file with its target's bytes and mode
 
 
-@pytest.mark.parametrize("target", TRANSPORTS, indirect=True)
-def test_file_modes_are_kept_and_a_mode_change_alone_moves_no_bytes(target, tmp_path: Path):  # noqa: F811
-    host, reconnect = target
+@pytest.mark.parametrize("push_target", TRANSPORTS, indirect=True)
+def test_file_modes_are_kept_and_a_mode_change_alone_moves_no_bytes(push_target, tmp_path: Path):
+    host, reconnect = push_target
     src, dest, cache = tmp_path / "src", tmp_path / "host" / "ckpt", tmp_path / "cache"
     checkpoint(src)
     first = do_push(host, reconnect, src, dest, cache)

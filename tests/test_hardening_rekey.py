@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 import sshd
-from test_push import hashes, make_folder
 from orchestrator.core.spec import CheckpointDef
 from orchestrator.host import checkpoint, push
 from orchestrator.remote import LinkLost, connect
 from orchestrator.remote.ssh import SSHConnection
+from support.push import hashes, make_folder
 
 MiB = 2**20
 GiB = 2**30

@@ -3,69 +3,20 @@ resumes, and no file is ever visible under its final name before it is complete.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import hashlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-import sshd
 from conftest import ROOT
 from orchestrator.host import push
-from orchestrator.core.inventory import Host
-from orchestrator.remote import connect
+from support.push import TRANSPORTS, do_push, hashes, make_folder
 
 MiB = 2**20
-TRANSPORTS = ["local", "ssh-sftp", "ssh-commands"]  # ssh-commands: the reconnecting wrapper, chunks over exec channels
-
-
-@pytest.fixture
-def target(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """(host, reconnect) for the transport under test; the ssh ones against a real sshd on 127.0.0.1."""
-    kind = request.param
-    if kind == "local":
-        yield Host(name="here", transport="local", workdir=str(tmp_path / "host")), False
-        return
-    if sshd.sshd_missing():
-        pytest.skip(sshd.sshd_missing())
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))  # nothing here may read the user's ~/.ssh
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    server = sshd.start(tmp_path / "sshd", "box")
-    known = tmp_path / "known_hosts"
-    known.write_text(server.known_line())
-    yield server.host(known, tmp_path / "host"), kind == "ssh-commands"
-    server.stop()
-
-
-def make_folder(folder: Path, sizes: dict[str, int], seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    for name, size in sizes.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
-
-
-def hashes(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.startswith(".")}
-
-
-def do_push(host: Host, reconnect: bool, src: Path, dest: Path, cache: Path, progress=None) -> push.PushResult:
-    async def go():
-        conn = await connect(host, reconnect=reconnect)
-        try:
-            return await push.push(conn, src, str(dest), cache=cache, progress=progress)
-        finally:
-            await conn.close()
-    return asyncio.run(go())
 
 
 def never_partial(dest: Path, sizes: dict[str, int]):
@@ -81,9 +32,9 @@ def never_partial(dest: Path, sizes: dict[str, int]):
     return check, seen
 
 
-@pytest.mark.parametrize("target", TRANSPORTS, indirect=True)
-def test_only_changed_files_move(target, tmp_path: Path):
-    host, reconnect = target
+@pytest.mark.parametrize("push_target", TRANSPORTS, indirect=True)
+def test_only_changed_files_move(push_target, tmp_path: Path):
+    host, reconnect = push_target
     src, dest, cache = tmp_path / "src", tmp_path / "host" / "ckpt", tmp_path / "cache"
     sizes = {"model-00001.safetensors": 3 * MiB, "model-00002.safetensors": 3 * MiB, "sub/config.json": 100}
     make_folder(src, sizes)
@@ -137,9 +88,9 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.parametrize("target", TRANSPORTS, indirect=True)
-def test_a_killed_push_resumes_where_it_stopped(target, tmp_path: Path):
-    host, reconnect = target
+@pytest.mark.parametrize("push_target", TRANSPORTS, indirect=True)
+def test_a_killed_push_resumes_where_it_stopped(push_target, tmp_path: Path):
+    host, reconnect = push_target
     src, dest, cache = tmp_path / "src", tmp_path / "host" / "ckpt", tmp_path / "cache"
     sizes = {"a.safetensors": 40 * MiB, "b.safetensors": 40 * MiB}
     make_folder(src, sizes)
