@@ -176,7 +176,8 @@ class Attempt:
 
     def enter(self, stage: Stage) -> None:
         self.stage = stage
-        self.reporter.stage(self.label, stage)
+        if self.node == 0:  # a run over several hosts is one row of the live table: rank 0's
+            self.reporter.stage(self.label, stage)
 
     def known(self, **values: Any) -> None:
         self.reporter.known(self.label, values)

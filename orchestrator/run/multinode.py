@@ -30,10 +30,10 @@ from typing import Any
 
 from orchestrator import remote
 from orchestrator.core.inventory import Host
-from orchestrator.core.spec import RunPlan, tp_size_of
+from orchestrator.core.spec import RunPlan
 from orchestrator.engines.base import Diagnosis, Engine
 from orchestrator.errors import HostError, OrchError, ServerError, SpecError
-from orchestrator.host import occupancy, patchcheck, server
+from orchestrator.host import occupancy, server
 from orchestrator.host.session import HostSession, package_dir, package_version
 from . import logrows, serving, stages
 from .attempt import Attempt, Stage
@@ -70,7 +70,7 @@ def described(lead: HostSession, nodes: Nodes) -> str:
 
 def gpus_per_node(plan: RunPlan) -> int:
     """The GPUs each node gives the run: its tensor-parallel size split over its nodes."""
-    tp = tp_size_of(plan.params)
+    tp = plan.tp_size
     if tp % plan.nodes:
         raise SpecError(f"variant '{plan.variant}': tp_size={tp} does not split over nodes={plan.nodes}; "
                         "make tp_size a multiple of nodes")
@@ -114,51 +114,13 @@ async def meeting(sessions: Sequence[HostSession], engine: Engine, dist_host: st
     return Nodes(tuple(sessions[1:]), dist_host, await dist_port(sessions[0]))
 
 
-async def _each(lead: Attempt, work: Callable[[Attempt], Awaitable[None]]) -> None:
-    """`work` on every other node at once; the first failure is raised once all are done."""
+async def on_peers(lead: Attempt, work: Callable[[Attempt], Awaitable[None]]) -> None:
+    """`work` on every other node at once (none for a run on one host); the first failure is raised
+    once all are done. A stage does rank 0's part, then this (`bringup.py`)."""
     results = await asyncio.gather(*(work(peer) for peer in lead.peers), return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException):
             raise result
-
-
-async def check_flags(lead: Attempt) -> None:
-    await _each(lead, lambda p: p.engine.check_launch(p.session, p.script, p.spec.template, p.says, p.label))
-
-
-async def check_hosts(lead: Attempt, port: int) -> None:
-    async def one(peer: Attempt) -> None:
-        for problem in await occupancy.ensure_free(peer.session.conn, peer.session.host, port,
-                                                   gpus_per_node(peer.plan), peer.launch.visible,
-                                                   peer.spec.allow_busy_gpus):
-            peer.store.event(peer.run, "busy-gpus-allowed", f"node {peer.node}: orch run --allow-busy-gpus: {problem}")
-            peer.warn(f"{problem} (--allow-busy-gpus)")
-    await _each(lead, one)
-
-
-async def push(lead: Attempt) -> None:
-    await _each(lead, stages.push_checkpoints)
-
-
-async def patch(lead: Attempt, prepare: Callable[[HostSession, RunPlan], Awaitable[list[Any]]],
-                apply: Callable[[Awaitable[None]], Awaitable[None]]) -> None:
-    """Every node's patches prepared and compiled on its own files, then applied (journal first),
-    each whole (`apply`: uncancelled)."""
-    async def one(peer: Attempt) -> None:
-        prepared = await prepare(peer.session, peer.plan)
-        await patchcheck.ensure_compiles(peer.session.conn, peer.session.host, prepared)
-        await apply(stages.apply_patches(peer, prepared))
-    await _each(lead, one)
-
-
-async def launch(lead: Attempt, port: int) -> None:
-    async def one(peer: Attempt) -> None:
-        srv = await server.launch(peer.session.conn, peer.launch.run_dir, peer.script, port, peer.secrets)
-        peer.serving = serving.Serving(peer, srv, users=[peer.run])
-        peer.store.event(peer.run, "node-launched", f"node {peer.node} on {peer.session.host.name}: pid {srv.pgid} "
-                         f"in {srv.run_dir}")
-        peer.say(f"node {peer.node} launched (pid {srv.pgid})")
-    await _each(lead, one)
 
 
 @asynccontextmanager

@@ -36,3 +36,8 @@ def node_context(spec: Spec, plan: RunPlan, host: Host, uid: str, nodes: multino
         context.update(nodes.context(rank))
         context["params"]["nodes"] = nodes.count
     return context
+
+
+def on_port(context: dict[str, Any], port: int) -> dict[str, Any]:
+    """The context of a launch moved to `port` (its own was taken at the server's bind)."""
+    return {**context, "port": port, "params": {**context["params"], "port": port}}

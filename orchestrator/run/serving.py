@@ -55,14 +55,20 @@ def launched(attempt: Attempt, srv: server.Server) -> Serving:
     return serving
 
 
-def join(attempt: Attempt, serving: Serving) -> None:
+def adopt_patches(attempt: Attempt, serving: Serving) -> None:
     """The attempt's run uses the server an earlier run of its key left up: the launching run's
-    patch rows become its own (the same files, applied once), and the event names the server."""
+    patch rows become its own (the same files, applied once)."""
     from orchestrator.store.database import PatchRow
-    run, launcher, store = attempt.run, serving.launcher.run, attempt.store
+    run, store = attempt.run, attempt.store
     store.add(*(PatchRow(run_id=run.id, seq=row.seq, name=row.name, target=row.target, file=row.file,
                          sha256_before=row.sha256_before, sha256_after=row.sha256_after, state=row.state)
-                for row in store.children(launcher, PatchRow)))
+                for row in store.children(serving.launcher.run, PatchRow)))
+
+
+def join(attempt: Attempt, serving: Serving) -> None:
+    """The attempt's run uses the server (`adopt_patches` first): its users name it, and the event
+    names the server."""
+    run, launcher, store = attempt.run, serving.launcher.run, attempt.store
     serving.users.append(run)
     sharing.used_by(serving.launcher, run)
     attempt.serving = serving
