@@ -318,7 +318,9 @@ def referenced(tree: nodes.Template) -> list[tuple[str | None, int]]:
     """The templates a parsed template includes, imports or extends, with the line of each; None
     for a name only known when it renders."""
     found: list[tuple[str | None, int]] = []
-    for node in tree.find_all((nodes.Extends, nodes.FromImport, nodes.Import, nodes.Include)):
+    loads: Iterable[nodes.Extends | nodes.FromImport | nodes.Import | nodes.Include] = tree.find_all(
+        (nodes.Extends, nodes.FromImport, nodes.Import, nodes.Include))
+    for node in loads:
         names = _constant_names(node.template)
         found.extend((name, node.lineno) for name in (names if names is not None else [None]))
     return found
