@@ -1,5 +1,5 @@
 """`mypy --strict` holds for the pure core, the transports, the engine seam, the shipped fake
-Connection and the library face (the paths and the settings are pyproject.toml's [tool.mypy]; `make typecheck` runs the
+Connection, the host side, the run's modules and the library face (the paths and the settings are pyproject.toml's [tool.mypy]; `make typecheck` runs the
 same)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import ROOT
 
 CHECKED = ["orchestrator/core", "orchestrator/remote", "orchestrator/engines/base.py", "orchestrator/testing.py",
-           "orchestrator/__init__.py", "orchestrator/report"]
+           "orchestrator/__init__.py", "orchestrator/report", "orchestrator/host", "orchestrator/run"]
 
 
 def _config() -> dict[str, object]:

@@ -116,7 +116,8 @@ def _target_vocab(src: Path) -> int | None:
         config = json.loads((src / "config.json").read_text())
     except (OSError, ValueError):
         return None
-    return config.get("vocab_size")
+    vocab: int | None = config.get("vocab_size")  # a Hugging Face config's vocabulary size is an int
+    return vocab
 
 
 def _rewrite_shard(source: Path, target: Path, renames: dict[str, str], d2t_to: str | None,

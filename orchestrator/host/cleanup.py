@@ -12,13 +12,16 @@ never touched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, UTC
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import server
 from orchestrator.core import shell
+from orchestrator.remote import Connection
 from orchestrator.store.reading import RUNNING
+from orchestrator.store.rowid import stored_id
 
 if TYPE_CHECKING:  # the ORM is imported where rows are written
     from orchestrator.store.database import Run, Store
@@ -39,10 +42,10 @@ class Verdict:
     kept_because: str | None  # None: removed (or would be, on a dry run)
 
 
-def decide(folders: list[Folder], runs: dict[str, Run], stored: dict[int, int | None], host: str,
+def decide(folders: list[Folder], runs: Mapping[str, Run], stored: Mapping[int, int], host: str,
            older_than: timedelta, big_logs: bool, now: datetime) -> list[Verdict]:
     """Which folders go. `runs` maps uid to this database's run; `stored` run id to the size of
-    the log the database holds (None: none)."""
+    the log the database holds (absent: none)."""
     verdicts = []
     for folder in folders:
         run = runs.get(folder.uid)
@@ -50,7 +53,7 @@ def decide(folders: list[Folder], runs: dict[str, Run], stored: dict[int, int | 
     return verdicts
 
 
-def _kept_because(folder: Folder, run: Run | None, stored: dict[int, int | None], host: str,
+def _kept_because(folder: Folder, run: Run | None, stored: Mapping[int, int], host: str,
                   older_than: timedelta, big_logs: bool, now: datetime) -> str | None:
     if run is None or run.host != host:
         return "not a run of this database"
@@ -60,14 +63,14 @@ def _kept_because(folder: Folder, run: Run | None, stored: dict[int, int | None]
         return "its server is still running"
     if now - datetime.fromisoformat(run.ended_at) < older_than:
         return "ended too recently"
-    if folder.log_bytes is not None and stored.get(run.id) is None:
+    if folder.log_bytes is not None and stored.get(stored_id(run)) is None:
         return "its log is not in the database"
     if folder.log_bytes is not None and folder.log_bytes > server.FETCH_LIMIT and not big_logs:
         return "its log was too big to store whole (--big-logs removes these)"
     return None
 
 
-async def survey(conn: Any, runs_dir: str) -> list[Folder]:
+async def survey(conn: Connection, runs_dir: str) -> list[Folder]:
     """Every run folder under `runs_dir`, in one command."""
     done = await conn.run(shell.run_folders(runs_dir, server.LOG_NAME), timeout=120)
     folders = []
@@ -77,17 +80,18 @@ async def survey(conn: Any, runs_dir: str) -> list[Folder]:
     return folders
 
 
-async def clean(conn: Any, store: Store, host: str, runs_dir: str, older_than: timedelta, big_logs: bool,
+async def clean(conn: Connection, store: Store, host: str, runs_dir: str, older_than: timedelta, big_logs: bool,
                 dry_run: bool) -> list[Verdict]:
     """Remove the folders `decide` lets go (none on a dry run); each removal is an event of its run."""
     folders = await survey(conn, runs_dir)
     runs = store.runs_by_uid([f.uid for f in folders])
-    stored = store.log_sizes([r.id for r in runs.values()])
+    stored = store.log_sizes([stored_id(r) for r in runs.values()])
     verdicts = decide(folders, runs, stored, host, older_than, big_logs, datetime.now(UTC))
-    going = [v for v in verdicts if v.kept_because is None]
+    # a folder goes only with a run of this database (`decide` keeps the others)
+    going = [(v.folder, v.run) for v in verdicts if v.kept_because is None and v.run is not None]
     if going and not dry_run:
-        await conn.run(shell.remove_run_folders(runs_dir, [v.folder.uid for v in going]), timeout=600)
-        for v in going:
-            store.event(v.run, "cleaned", f"run folder {runs_dir}/{v.folder.uid} removed from {host} "
-                                          f"({v.folder.kib} KiB); its log stays in the database")
+        await conn.run(shell.remove_run_folders(runs_dir, [folder.uid for folder, _ in going]), timeout=600)
+        for folder, run in going:
+            store.event(run, "cleaned", f"run folder {runs_dir}/{folder.uid} removed from {host} "
+                                        f"({folder.kib} KiB); its log stays in the database")
     return verdicts

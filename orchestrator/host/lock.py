@@ -85,7 +85,7 @@ class HostLock:
             token=secrets.token_hex(8), command=command, run="",
             started_at=now(), lease_s=lease_s, user=_user(),
         )
-        self._renewing: asyncio.Task | None = None
+        self._renewing: asyncio.Task[None] | None = None
         self.lost = False  # set when a renewal found the lock no longer ours
 
     async def acquire(self) -> list[Holder]:
@@ -103,7 +103,7 @@ class HostLock:
             holder = _parse_state(done.out)
             if holder is None:  # taken
                 return broken
-            if holder == "free":  # released between our create and our look
+            if not isinstance(holder, Holder):  # "free": released between our create and our look
                 continue
             reason = holder.stale_reason()
             if reason is None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.core import shell
+from orchestrator.core.inventory import Host
 from orchestrator.errors import PatchCompileError, PatchError
+from orchestrator.remote import Connection
 from orchestrator.remote.base import command_failed
 from orchestrator.core.spec import PatchDef
 
@@ -34,7 +35,7 @@ class Broken:
         return f"{host}:{self.file}" + (f":{self.line}" if self.line else "")
 
 
-async def broken(conn: Any, host: Any, prepared: list[Prepared]) -> list[Broken]:
+async def broken(conn: Connection, host: Host, prepared: list[Prepared]) -> list[Broken]:
     """The patched `.py` files the host's Python cannot compile. Each state of a file (after each
     of its patches, in order) is compiled, so the patch to blame is the one from which it fails."""
     states = [(i, file, after) for i, (_, file, _, after) in enumerate(prepared) if file.endswith(".py")]
@@ -69,7 +70,7 @@ def _rows(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith("[")]
 
 
-async def ensure_compiles(conn: Any, host: Any, prepared: list[Prepared]) -> None:
+async def ensure_compiles(conn: Connection, host: Host, prepared: list[Prepared]) -> None:
     """Raise PatchCompileError naming the patch, the file and the line of the first broken file."""
     found = await broken(conn, host, prepared)
     if found:
@@ -80,7 +81,7 @@ async def ensure_compiles(conn: Any, host: Any, prepared: list[Prepared]) -> Non
             f"patched file does not compile with {host.python}; {WHY}{more}. Fix the patch's text; nothing was changed.")
 
 
-def findings(found: list[Broken], host: Any) -> list[dict[str, str]]:
+def findings(found: list[Broken], host: Host) -> list[dict[str, str]]:
     """In the shape `orch check` prints."""
     return [{"severity": "error", "code": "patch-does-not-compile",
              "what": f"{b.patch.where}: patch '{b.patch.name}': {b.where(host.name)}: {b.message}",

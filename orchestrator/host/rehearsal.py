@@ -11,7 +11,8 @@ from orchestrator.core import shell
 from orchestrator.core.inventory import Host
 from orchestrator.engines.base import Engine
 from orchestrator.errors import HostError
-from orchestrator.rehearsal import StandIn, stand_in as stand_in_of
+from orchestrator.rehearsal import stand_in as stand_in_of
+from orchestrator.rehearsal.standin import StandIn
 from orchestrator.remote import Connection
 from .journal import Journal
 

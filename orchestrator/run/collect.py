@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core import spec as specs
 from orchestrator.core.spec import RunPlan, Workload
 from orchestrator.engines.base import HEADLINE, LogReport, Measures, WorkloadResult
-from orchestrator.remote.reconnecting import Reconnection
+from orchestrator.remote import Reconnection
 from orchestrator.run import workload
 from orchestrator.run.logrows import debug_values, judge, series_blocks  # shared with `orch import`
+from orchestrator.store.rowid import stored_id
 
 if TYPE_CHECKING:  # the ORM is imported where rows are written
     from orchestrator.store.database import Run, SeriesRow, Store
@@ -32,12 +33,13 @@ def workload_metrics(result: WorkloadResult) -> dict[str, Any]:
 def store_requests(store: Store, run: Run, result: WorkloadResult, load: Workload) -> None:
     """The workload's requests, one row each (in one INSERT), and what every request was sent with."""
     from orchestrator.store.database import RequestRow
-    sent = {"endpoint": load.endpoint, "max_new_tokens": load.max_new_tokens, **workload.sampling(load)}
+    sent: dict[str, str | float | int | None] = {"endpoint": load.endpoint, "max_new_tokens": load.max_new_tokens, **workload.sampling(load)}
     if load.dataset is not None:
         sent.update(dataset=load.dataset, format=load.format, num_prompts=load.num_prompts, seed=load.seed)
     store.event(run, "workload", json.dumps(sent, sort_keys=True))
+    run_id = stored_id(run)
     store.add_children(RequestRow, [
-        {"run_id": run.id, "seq": seq, "at_s": round(r.at, 6), "ttft_ms": None if r.ttft is None else round(r.ttft * 1000, 3),
+        {"run_id": run_id, "seq": seq, "at_s": round(r.at, 6), "ttft_ms": None if r.ttft is None else round(r.ttft * 1000, 3),
          "e2e_ms": round(r.latency * 1000, 3), "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
          "accept_len": r.accept_len, "itl_ms": [round(gap * 1000, 3) for gap in r.itl]}
         for seq, r in enumerate(result.requests)])
@@ -47,17 +49,18 @@ def record(store: Store, run: Run, metrics: dict[str, Any], measures: Measures) 
     """Every measure of the run with its source (the first accept length is the headline), orch's
     own metrics, the engine's histograms; flags and notes. `metrics` gains each measure's first value."""
     from orchestrator.store.database import HistogramRow, MetricRow
+    run_id = stored_id(run)
     headlines = [m for m in measures.values if m.name == HEADLINE]
-    rows = [MetricRow(run_id=run.id, name=m.name, value=m.value, source=m.source, note=m.note) for m in headlines]
+    rows = [MetricRow(run_id=run_id, name=m.name, value=m.value, source=m.source, note=m.note) for m in headlines]
     own = dict(metrics)
     for measure in measures.values:
         metrics.setdefault(measure.name, measure.value)
     for name, value in own.items():
-        rows.append(MetricRow(run_id=run.id, name=name, value=value, source="orch"))
-    rows.extend(MetricRow(run_id=run.id, name=m.name, value=m.value, source=m.source, note=m.note)
+        rows.append(MetricRow(run_id=run_id, name=name, value=value, source="orch"))
+    rows.extend(MetricRow(run_id=run_id, name=m.name, value=m.value, source=m.source, note=m.note)
                 for m in measures.values if m.name != HEADLINE)
     store.add(*rows)
-    store.add(*(HistogramRow(run_id=run.id, name=h.name, counts=list(h.counts), source=h.source, note=h.note)
+    store.add(*(HistogramRow(run_id=run_id, name=h.name, counts=list(h.counts), source=h.source, note=h.note)
                 for h in measures.histograms))
     return judge(store, run, headlines)
 
@@ -67,8 +70,8 @@ def store_log(store: Store, run: Run, log: bytes, report: LogReport) -> None:
     from orchestrator.store.database import DebugRow, SeriesBlockRow
     store.save_log(run, log)  # the store hides the run's secrets in all it writes
     # tens of thousands of rows for a long log: written as column values in one INSERT each
-    store.add_children(SeriesBlockRow, series_blocks(run.id, report))
-    store.add_children(DebugRow, debug_values(run.id, report))
+    store.add_children(SeriesBlockRow, series_blocks(stored_id(run), report))
+    store.add_children(DebugRow, debug_values(stored_id(run), report))
 
 
 def series_rows(run_id: int, report: LogReport) -> list[SeriesRow]:
@@ -82,7 +85,8 @@ def record_reconnections(store: Store, run: Run, host: str, reopened: Sequence[R
     run's error when one was reopened from `workload_from` on (the workload was running): its HTTP
     requests went through the forward of the old link and were cut, which their error does not say."""
     from orchestrator.store.database import EventRow
-    store.add(*(EventRow(run_id=run.id, at=link.at, kind="reconnected",
+    run_id = stored_id(run)
+    store.add(*(EventRow(run_id=run_id, at=link.at, kind="reconnected",
                          message=f"the SSH link to {host} was reopened after it was lost: {link.reason}")
                 for link in reopened[since:]))
     cut = reopened[workload_from:] if workload_from is not None else ()

@@ -7,22 +7,31 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Container, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from . import logpieces, logrows
 from orchestrator import engines
 from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
-from orchestrator.engines.base import HEADLINE, Diagnosis, Engine, LogReport, LogStream, MetricInfo
+from orchestrator.engines.base import HEADLINE, DebugLine, Diagnosis, Engine, LogReport, LogStream, MetricInfo
+from orchestrator.engines.seriesblock import SeriesBlock
 from orchestrator.errors import SpecError
 from orchestrator.core import secrets
 from orchestrator.core.clock import new_uid, now
+from orchestrator.core.inventory import Host
 from orchestrator.store import freshfile, importing, series
-from orchestrator.store.reading import FAILED, INTERRUPTED, SUCCEEDED
+from orchestrator.store.importing import ImportedRun
+from orchestrator.store.reading import FAILED, INTERRUPTED, SUCCEEDED, sqlite_file
+from orchestrator.store.rowid import stored_id
+
+if TYPE_CHECKING:  # the ORM is imported only where an import writes through the store
+    from orchestrator.store.database import Run, Store
 
 EXPERIMENT = "imported"
+Scalar = bool | int | float | str  # a `--params` value, read as YAML would read it
 
 
 @dataclass(frozen=True)
@@ -39,9 +48,9 @@ class Imported:
     shown: tuple[MetricInfo, ...] = ()  # the metrics that engine declares
 
 
-def parse_params(items: list[str]) -> dict[str, Any]:
+def parse_params(items: list[str]) -> dict[str, Scalar]:
     """`k=v` pairs from the command line; values read as YAML scalars would be (numbers, booleans)."""
-    params: dict[str, Any] = {}
+    params: dict[str, Scalar] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -50,7 +59,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
     return params
 
 
-def _scalar(text: str) -> Any:
+def _scalar(text: str) -> Scalar:
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
@@ -82,13 +91,13 @@ def read_local(path: Path) -> LogSource:
                         f"or HOST:PATH for a log on an inventory host") from None
 
 
-def split_remote(ref: str, hosts: Any) -> tuple[str, str] | None:
+def split_remote(ref: str, hosts: Container[str]) -> tuple[str, str] | None:
     """("gpu1", "/var/log/sglang.log") for "gpu1:/var/log/sglang.log" when gpu1 is an inventory host."""
     name, sep, where = ref.partition(":")
     return (name, where) if sep and where and name in hosts else None
 
 
-async def read_remote(host: Any, path: str, debug_pattern: str) -> LogSource:
+async def read_remote(host: Host, path: str, debug_pattern: str) -> LogSource:
     """A log on a host, over its transport; a big one cut down there to what the parser reads."""
     from orchestrator.host import server
     from orchestrator.remote import connect
@@ -112,13 +121,28 @@ async def read_remote(host: Any, path: str, debug_pattern: str) -> LogSource:
     return LogSource(data, f"{host.name}:{path}", host.name, note)
 
 
-def writer(url: str) -> Any:
+class Sink(Protocol):
+    """What an import writes through: importing.Writer (plain DB-API), or the store (`_Through`)."""
+
+    def pack_log(self, data: bytes) -> tuple[int, bytes]: ...
+    def add_run(self, values: dict[str, Any]) -> ImportedRun: ...
+    def add_metrics(self, run: ImportedRun, rows: list[dict[str, Any]]) -> None: ...
+    def save_log(self, run: ImportedRun, packed: tuple[int, bytes]) -> None: ...
+    def save_log_file(self, run: ImportedRun, size: int, copy: IO[bytes]) -> None: ...
+    def add(self, table: str, rows: list[dict[str, Any]]) -> None: ...
+    def event(self, run: ImportedRun, kind: str, message: str) -> None: ...
+    def update_run(self, run: ImportedRun, **changes: Any) -> None: ...
+    def commit(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def writer(url: str) -> Sink:
     """What an import writes through: plain DB-API into an SQLite file or a PostgreSQL database at
     this orch's schema (no SQLAlchemy imported when it is so already: 0.8 s of a 64 MB log's 3 s);
     the store makes a fresh one or upgrades an older one first (or refuses it with one line). Any
     other database: through the store."""
     found = importing.open_current(url)
-    fresh = importing.sqlite_file(url)
+    fresh = sqlite_file(url)
     if found is None and fresh is not None and not fresh.exists() and freshfile.make(fresh):
         found = importing.open_current(url)  # made without SQLAlchemy (0.85 s of its import)
     if found is not None:
@@ -134,39 +158,48 @@ def writer(url: str) -> Any:
 
 
 class _Through:
-    """The store's own writes, under the names of importing.Writer's."""
+    """The store's own writes, under the names of importing.Writer's; the runs it made are known
+    to the caller by their id and uid (an ImportedRun), as the Writer's are."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: Store):
         from orchestrator.store import database
 
-        self.db, self.store = database, store
-        self.tables = {"seriesblockrow": database.SeriesBlockRow, "debugrow": database.DebugRow}
+        self.store = store
+        self.tables: dict[str, type[database.SeriesBlockRow] | type[database.DebugRow]] = {
+            "seriesblockrow": database.SeriesBlockRow, "debugrow": database.DebugRow}
+        self._runs: dict[int, Run] = {}  # the store's rows of the runs made here, by id
 
     def pack_log(self, data: bytes) -> tuple[int, bytes]:
         return self.store.pack_log(data)
 
-    def add_run(self, values: dict[str, Any]) -> Any:
-        run = self.db.Run(**values)
+    def add_run(self, values: dict[str, Any]) -> ImportedRun:
+        from orchestrator.store.database import Run
+
+        run = Run(**values)
         self.store.add(run)
-        return run
+        self._runs[stored_id(run)] = run
+        return ImportedRun(stored_id(run), run.uid)
 
-    def add_metrics(self, run: Any, rows: list[dict[str, Any]]) -> None:
-        self.store.add(*(self.db.MetricRow(**row) for row in rows))
+    def add_metrics(self, run: ImportedRun, rows: list[dict[str, Any]]) -> None:
+        from orchestrator.store.database import MetricRow
 
-    def save_log(self, run: Any, packed: tuple[int, bytes]) -> None:
-        self.store.save_log(run, b"", packed=packed)
+        self.store.add(*(MetricRow(**row) for row in rows))
 
-    def save_log_file(self, run: Any, size: int, copy: IO[bytes]) -> None:
-        self.store.save_log(run, b"", packed=(size, copy.read()))  # its secrets hidden already (no keep_secret)
+    def save_log(self, run: ImportedRun, packed: tuple[int, bytes]) -> None:
+        self.store.save_log(self._runs[run.id], b"", packed=packed)
+
+    def save_log_file(self, run: ImportedRun, size: int, copy: IO[bytes]) -> None:
+        # its secrets hidden already (no keep_secret)
+        self.store.save_log(self._runs[run.id], b"", packed=(size, copy.read()))
 
     def add(self, table: str, rows: list[dict[str, Any]]) -> None:
         self.store.add_children(self.tables[table], rows)
 
-    def event(self, run: Any, kind: str, message: str) -> None:
-        self.store.event(run, kind, message)
+    def event(self, run: ImportedRun, kind: str, message: str) -> None:
+        self.store.event(self._runs[run.id], kind, message)
 
-    def update_run(self, run: Any, **changes: Any) -> None:
-        self.store.update_run(run, **changes)
+    def update_run(self, run: ImportedRun, **changes: Any) -> None:
+        self.store.update_run(self._runs[run.id], **changes)
 
     def commit(self) -> None:
         """Each write above committed already."""
@@ -175,7 +208,7 @@ class _Through:
         self.store.engine.dispose()
 
 
-def record(sink: Any, source: LogSource, name: str | None, params: dict[str, Any], host: str | None,
+def record(sink: Sink, source: LogSource, name: str | None, params: Mapping[str, object], host: str | None,
            debug_pattern: str = DEFAULT_DEBUG_PATTERN, secret_names: tuple[str, ...] = ()) -> Imported:
     """Store one run from a server log through `sink` (`writer(url)`); failed when the log holds a
     known failure. Nothing is stored for a log no engine wrote. Secrets are hidden first (the names
@@ -196,7 +229,7 @@ def record(sink: Any, source: LogSource, name: str | None, params: dict[str, Any
         sink.close()
 
 
-def _record(sink: Any, source: LogSource, name: str | None, params: dict[str, Any], host: str | None,
+def _record(sink: Sink, source: LogSource, name: str | None, params: Mapping[str, object], host: str | None,
             debug_pattern: str) -> Imported:
     data = source.data
     with ThreadPoolExecutor(1) as pool:  # the log compressed while it is read (a 64 MB log: 0.3 s of 3)
@@ -212,8 +245,8 @@ def _record(sink: Any, source: LogSource, name: str | None, params: dict[str, An
     return _finish(sink, run, source, engine, report, command, warnings, len(data), len(report.series))
 
 
-def _record_in_pieces(sink: Any, source: LogSource, name: str | None, params: dict[str, Any], host: str | None,
-                      debug_pattern: str, secret_names: tuple[str, ...]) -> Imported | None:
+def _record_in_pieces(sink: Sink, source: LogSource, name: str | None, params: Mapping[str, object],
+                      host: str | None, debug_pattern: str, secret_names: tuple[str, ...]) -> Imported | None:
     """The log read piece by piece: each masked, compressed into a temporary file (in a thread)
     and parsed, its series blocks and debug lines written at once. None when the first piece holds
     no line of an engine that reads logs so: the log is then read whole."""
@@ -246,7 +279,7 @@ def _record_in_pieces(sink: Any, source: LogSource, name: str | None, params: di
     return _finish(sink, run, source, engine, report, command, warnings, size, stream.points)
 
 
-def _streaming_engine(first: bytes, debug_pattern: str) -> tuple[Engine, LogStream, tuple[list[Any], list[Any]]] | None:
+def _streaming_engine(first: bytes, debug_pattern: str) -> tuple[Engine, LogStream, tuple[list[SeriesBlock], list[DebugLine]]] | None:
     """The engine whose lines the first piece holds, its stream fed that piece, and what it read of
     it; None where an engine asked before reads logs only whole (its reading of the whole log decides)."""
     for name in engines.KNOWN:
@@ -260,14 +293,14 @@ def _streaming_engine(first: bytes, debug_pattern: str) -> tuple[Engine, LogStre
     return None
 
 
-def _write_piece(sink: Any, run: Any, blocks: list[Any], debug: list[Any], written: int) -> int:
+def _write_piece(sink: Sink, run: ImportedRun, blocks: list[SeriesBlock], debug: list[DebugLine], written: int) -> int:
     """A piece's series blocks and debug lines (numbered on from `written`); the debug lines written so far."""
     sink.add("seriesblockrow", series.block_values(run.id, blocks))
     sink.add("debugrow", logrows.debug_rows(run.id, debug, written))
     return written + len(debug)
 
 
-def _run_values(source: LogSource, name: str | None, host: str | None, params: dict[str, Any],
+def _run_values(source: LogSource, name: str | None, host: str | None, params: dict[str, object],
                 command: str) -> dict[str, Any]:
     variant = name or PurePosixPath(source.where.rpartition(":")[2] if source.host else source.where).stem
     return {"uid": new_uid(variant), "experiment": EXPERIMENT, "variant": variant,
@@ -275,7 +308,7 @@ def _run_values(source: LogSource, name: str | None, host: str | None, params: d
             "command": command, "controller": "orch import"}
 
 
-def _finish(sink: Any, run: Any, source: LogSource, engine: Engine, report: LogReport, command: str,
+def _finish(sink: Sink, run: ImportedRun, source: LogSource, engine: Engine, report: LogReport, command: str,
             warnings: list[str], size: int, points: int) -> Imported:
     """The run's metrics, flags, events and status, from the log's report."""
     sink.add_metrics(run, [{"run_id": run.id, "name": m.name, "value": m.value, "source": m.source,
@@ -298,7 +331,7 @@ def _finish(sink: Any, run: Any, source: LogSource, engine: Engine, report: LogR
                     engine.metrics)
 
 
-def _masked_param(key: str, value: Any, secret_names: tuple[str, ...]) -> Any:
+def _masked_param(key: str, value: object, secret_names: tuple[str, ...]) -> object:
     """A `--params` value as it is stored: hidden under a secret name, token shapes hidden in text."""
     if not isinstance(value, str):
         return value

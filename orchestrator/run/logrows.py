@@ -5,7 +5,7 @@ which writes without the store's models (store/importing.py) and so imports noth
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from orchestrator.bounds import cut_line, cut_values
 from orchestrator.engines import seriesblock
@@ -15,8 +15,17 @@ from orchestrator.store import series
 REJECTED_AT_OR_BELOW = 1.05
 DISAGREEMENT = 0.05
 
+RunT = TypeVar("RunT")
+RunT_contra = TypeVar("RunT_contra", contravariant=True)
 
-def judge(store: Any, run: Any, accept_lens: list[Measure]) -> tuple[list[str], list[str]]:
+
+class EventLog(Protocol[RunT_contra]):
+    """Where a run's events go: the store (its Run), or the import's writer (an ImportedRun)."""
+
+    def event(self, run: RunT_contra, kind: str, message: str) -> None: ...
+
+
+def judge(store: EventLog[RunT], run: RunT, accept_lens: list[Measure]) -> tuple[list[str], list[str]]:
     """A headline at or below REJECTED_AT_OR_BELOW flags the draft as rejected; a source far from the
     headline is a warning (`store.event`: the store's, or the import's writer's)."""
     flags: list[str] = []

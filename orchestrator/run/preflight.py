@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from orchestrator.engines.finding import Finding, blocking
 from orchestrator.errors import PreflightError
+from orchestrator.store.rowid import stored_id
 from .attempt import Attempt
 
 
@@ -20,7 +21,9 @@ async def gate(attempt: Attempt) -> None:
         return
     findings = await attempt.engine.preflight(attempt.session, attempt.script, attempt.launch.env, plan.patches,
                                               None, plan.allow)
-    store.add(*(FindingRow(run_id=run.id, **f.as_json()) for f in findings))
+    run_id = stored_id(run)
+    store.add(*(FindingRow(run_id=run_id, severity=f.severity, code=f.code, what=f.what, why=f.why, fix=f.fix,
+                           allowed=f.allowed) for f in findings))
     for f in findings:
         attempt.say(described(f))
     stop_on_errors(findings, plan.allow, attempt.label)

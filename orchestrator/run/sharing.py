@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from orchestrator.core.spec import PatchDef
 from orchestrator.errors import PatchError
 from orchestrator.host.journal import Journal
+from orchestrator.store.rowid import stored_id
 from orchestrator.host.patchcheck import Prepared
 from orchestrator.host.session import HostSession
 from . import slots
@@ -99,7 +100,7 @@ async def join(attempt: Attempt) -> bool:
         return False
     run = attempt.run
     for row in shared.rows:
-        attempt.store.add(PatchRow(run_id=run.id, seq=row.seq, name=row.name, target=row.target, file=row.file,
+        attempt.store.add(PatchRow(run_id=stored_id(run), seq=row.seq, name=row.name, target=row.target, file=row.file,
                                    sha256_before=row.sha256_before, sha256_after=row.sha256_after, state=row.state))
     shared.members.add(run.id or 0)
     shared.users.append(run)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.core.inventory import Host
-from orchestrator.core.spec import PatchDef, RunPlan, Spec, Variant, expand
+from orchestrator.core.spec import CheckpointDef, PatchDef, RunPlan, Spec, Variant, expand
 from orchestrator.engines import preflight_codes
 from orchestrator.errors import SpecError
 from orchestrator.run import check, plankey, sweep
@@ -119,7 +119,7 @@ def _variant(base: Variant, name: str, description: str, probes: tuple[PatchDef,
 
 
 def _derived(spec: Spec, variant: Variant, patches: tuple[PatchDef, ...],
-             checkpoints: tuple[Any, ...] = ()) -> Spec:
+             checkpoints: tuple[CheckpointDef, ...] = ()) -> Spec:
     """The experiment with the doctor's variant alone, its patches and checkpoints added, its probe
     lines caught as debug lines, and every preflight error allowed."""
     return dataclasses.replace(
@@ -135,7 +135,7 @@ def _plans(derived: Spec, overrides: tuple[str, ...], host: Host) -> list[RunPla
 
 
 async def _checked(spec: Spec, variant: Variant, patches: tuple[PatchDef, ...], host: Host,
-                   overrides: tuple[str, ...], checkpoints: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+                   overrides: tuple[str, ...], checkpoints: tuple[CheckpointDef, ...] = ()) -> list[dict[str, Any]]:
     """`orch check`'s findings for the variant with these patches (the host read, nothing changed)."""
     derived = _derived(spec, variant, patches, checkpoints)
     groups = await check.check_plans(derived, _plans(derived, overrides, host), [host])

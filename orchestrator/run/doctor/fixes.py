@@ -40,7 +40,7 @@ def advice(says: str) -> Fix:
 
 
 def for_cause(decision: Decision, evidence: Evidence, engine: Probes, checkpoints: tuple[CheckpointDef, ...],
-              written: Any, draft_path: str | None, local_host: bool) -> Fix | None:
+              written: object, draft_path: str | None, local_host: bool) -> Fix | None:
     """The fix of `decision`'s cause (None when nothing is wrong). `written`: the draft param as the
     experiment writes it (a checkpoint reference or a path), `draft_path`: as the run rendered it."""
     cause = decision.cause
@@ -84,7 +84,7 @@ def rename_map(evidence: Evidence) -> dict[str, str]:
     return {layer_prefixes[0]: next(iter(wanted))}
 
 
-def _transformed(transform: dict[str, Any], named: str, checkpoints: tuple[CheckpointDef, ...], written: Any,
+def _transformed(transform: dict[str, Any], named: str, checkpoints: tuple[CheckpointDef, ...], written: object,
                  draft_path: str | None, local_host: bool) -> Fix:
     """The draft as a checkpoint of the run with `transform` added: the experiment's own checkpoint
     when the draft param names one, else the draft's folder where this machine can read it."""
