@@ -31,9 +31,9 @@ TYPING_ONLY: the seam names the host session and the Connection its host-side co
 Engine's host-side methods, the preflight's HostFiles), under `if TYPE_CHECKING:` only, so nothing
 of host or remote is loaded with it.
 
-The registry is data: each engine's name, launch template and the modules of its preflight codes
-and rehearsal stand-in, as strings; it imports an engine only when asked for one. core reads it
-(which engines an experiment may name, their templates, codes and rehearsal releases).
+The registry is data: each engine's name, launch template and the module of its preflight codes,
+as strings; it imports an engine only when asked for one. core reads it (which engines an
+experiment may name, their templates and codes).
 
 Four rules beside the table:
 (a) `core/` is pure: it imports no orch layer but the records, errors, the registry and the
@@ -42,10 +42,10 @@ Four rules beside the table:
 (b) third-party seams: asyncssh only in remote/, sqlmodel and sqlalchemy only in store/, typer and
     rich only in cli/, plotly only in report/, torch, transformers, tokenizers and safetensors only in
     tinymodels/ (it runs under the real engine's venv, never in orch's own).
-(c) nothing outside `engines/` and `rehearsal/` names an engine: its package name in an identifier, an import or a
-    string; its endpoints, JSON fields, log lines or programs in a string. Strings are the
-    constants that do something: docstrings and other bare string statements are prose and may
-    mention an engine; comments are not in the tree at all.
+(c) nothing outside `engines/` and `rehearsal/` (each stand-in is one engine's) names an engine: its
+    package name in an identifier, an import or a string; its endpoints, JSON fields, log lines or
+    programs in a string. Strings are the constants that do something: docstrings and other bare
+    string statements are prose and may mention an engine; comments are not in the tree at all.
 (d) `core/` (the host commands of `core/shell/` among it) names no engine's source layout in a
     string: the folders and names only an engine's own survey of its installed source reads
     (ENGINE_LAYOUT); core builds commands for every engine alike.
