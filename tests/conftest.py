@@ -179,30 +179,3 @@ def postgres():
 
 from wheels import sglang_python  # noqa: E402,F401  (fixture: real SGLang wheels in throw-away venvs)
 
-
-# Cases kept out of `make test` to hold it under 15 minutes on 2 cores; each has a quicker sibling
-# that stays (the local variant of an sshd case, another release, the same fault on another path).
-# `pytest -m slow` runs them.
-SLOW_CASES = {
-    "tests/test_crash.py::test_file_edited_by_hand_during_a_run_is_not_overwritten[sshd]",
-    "tests/test_lock.py::test_second_orch_run_on_a_busy_host_exits_3_and_changes_nothing[sshd]",
-    "tests/test_flags.py::test_scan_of_real_wheels[0.5.17]",
-    "tests/test_versions.py::test_demo_target_on_each_release",
-    "tests/test_faults.py::test_link_cut_while_the_server_starts_reconnects_and_the_run_succeeds",
-    "tests/test_properties.py::test_loaders_give_a_result_or_an_orch_error[experiment_structures]",
-    "tests/test_crash.py::test_sigkill_at_a_stage_boundary_then_next_command_restores_everything[local-story-source4-run]",
-    "tests/test_flags.py::test_scan_of_real_wheels[0.5.9]",
-    "tests/test_resume.py::test_resume_runs_exactly_the_failed_then_the_changed_plan",
-    # siblings: the crash matrix's other quick moments; each patch check on 0.5.23
-    "tests/test_crash.py::test_sigkill_at_a_stage_boundary_then_next_command_restores_everything[local-story-source2-revert]",
-    "tests/test_crash.py::test_sigkill_at_a_stage_boundary_then_next_command_restores_everything[local-story-backup1-revert]",
-    "tests/test_patchcheck.py::test_a_replace_that_breaks_the_syntax_stops_run_dry_run_and_check[0.5.9]",
-    "tests/test_patchcheck.py::test_a_block_scalar_replace_is_reindented_and_compiles[0.5.9]",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if item.nodeid in SLOW_CASES:
-            item.add_marker(pytest.mark.slow)

@@ -53,6 +53,7 @@ def run_baseline(project: Path, name: str, *extra: str):
                       "--set", "port=30000", *extra)
 
 
+@pytest.mark.slow  # ~40 s: keeps `make test` under 15 min; `pytest -m slow` runs it
 def test_link_cut_while_the_server_starts_reconnects_and_the_run_succeeds(project, fleet):
     name, workdir = fleet_project(project, fleet, 0)
     proc = run_baseline(project, name, "--set", "env.ORCH_REHEARSAL_LOAD_SECONDS=8")

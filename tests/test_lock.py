@@ -150,6 +150,8 @@ def test_unwritable_workdir_is_a_host_error(tmp_path):
 # -- end to end: two `orch run` on one host ---------------------------------------------------
 
 
+# the sshd case is kept out of `make test` (`pytest -m slow` runs it); the local one stays
+@pytest.mark.parametrize("where", ["local", pytest.param("sshd", marks=pytest.mark.slow)], indirect=True)
 def test_second_orch_run_on_a_busy_host_exits_3_and_changes_nothing(project, where):
     spec = demo_spec(project, requests=3000)
     assert orch(project, "run", str(spec), "--dry-run", "--set", "port=1", tests_on_path=True).returncode == 0  # installs the rehearsal

@@ -180,7 +180,13 @@ PROPERTIES = [
 ]
 
 
-@pytest.mark.parametrize("prop, strategies", PROPERTIES, ids=[p.__name__ for p, _ in PROPERTIES])
+# the quick pass over experiment structures is the slowest: kept out of `make test` (`pytest -m slow`
+# runs it), the other structures and the mutations of the same experiment stay
+QUICK_CASES = [pytest.param(p, strategies, id=p.__name__, marks=pytest.mark.slow if p is experiment_structures else ())
+               for p, strategies in PROPERTIES]
+
+
+@pytest.mark.parametrize("prop, strategies", QUICK_CASES)
 def test_loaders_give_a_result_or_an_orch_error(prop, strategies) -> None:
     QUICK(given(*strategies)(prop))()
 

@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, free_port
 from support.cli import ORCH, orch
 
@@ -24,6 +26,7 @@ def run(project: Path, spec: Path, *args: str):
     return orch(project, "run", str(spec), "--set", f"port={free_port()}", *args)
 
 
+@pytest.mark.slow  # a long story of several whole runs, kept out of `make test`: `pytest -m slow` runs it
 def test_resume_runs_exactly_the_failed_then_the_changed_plan(project, demo):
     shipped = demo.read_text()
     assert AUX_DOC in shipped and "{{ host." in shipped
