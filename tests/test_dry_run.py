@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_check import broken_drafts, with_checkpoint
 from support.cli import orch
+from support.drafts import broken_drafts, with_checkpoint
 from support.files import snapshot
 
 CKPT = "{{ host.rehearsal }}/checkpoints"

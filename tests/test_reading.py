@@ -16,7 +16,7 @@ from orchestrator.errors import StoreError
 from orchestrator.store import database, metricjson, queries, reading, records, schema
 from orchestrator.store.database import (CheckpointRow, DebugRow, EventRow, FindingRow, HistogramRow, MetricRow,
                                          PatchRow, RequestRow, Run, SeriesRow, Store)
-from test_schema import OLD_RUN
+from support.specs import OLD_RUN
 
 
 def fill(store: Store) -> None:

@@ -12,6 +12,7 @@ import pytest
 from orchestrator.store import schema
 from orchestrator.errors import StoreError
 from orchestrator.store.database import Run, Store
+from support.specs import OLD_RUN
 
 WRITER = """
 import sys
@@ -28,14 +29,6 @@ def test_eight_controllers_on_a_fresh_file_lose_no_run(tmp_path):
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 8, errors
     assert sorted(r.uid for r in Store(url).runs()) == sorted(f"run-{i}" for i in range(8))
-
-
-# The run table as orch wrote it before the schema carried a version: no `diagnosis` column, no
-# version table. (A trimmed copy of the old DDL; the other tables were created by then too.)
-OLD_RUN = """CREATE TABLE run (id INTEGER NOT NULL PRIMARY KEY, uid VARCHAR NOT NULL, experiment VARCHAR NOT NULL,
-variant VARCHAR NOT NULL, host VARCHAR NOT NULL, status VARCHAR NOT NULL, repeat INTEGER NOT NULL,
-spec_path VARCHAR NOT NULL, spec JSON, params JSON, env JSON, command VARCHAR NOT NULL, flags JSON,
-error VARCHAR, controller VARCHAR NOT NULL, started_at VARCHAR NOT NULL, ended_at VARCHAR)"""
 
 
 def test_an_older_database_is_upgraded_in_place_and_a_copy_kept(tmp_path, capsys):

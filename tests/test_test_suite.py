@@ -9,10 +9,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 # Files that still import another test file or define their own `orch`; each leaves this list
 # once it imports its helpers from tests/support (one listed here that no longer needs it fails).
-NOT_YET_MOVED = {
-    "test_dry_run.py", "test_import_graph.py", "test_labels.py", "test_patchcheck.py", "test_reading.py",
-    "test_tool_real.py", "test_vllm_hostside.py",
-}
+NOT_YET_MOVED = {"test_import_graph.py"}
 
 
 def breaches(path: Path) -> list[str]:

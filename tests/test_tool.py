@@ -18,6 +18,7 @@ from orchestrator.engines.sglang import flags, tools
 from orchestrator.errors import SpecError
 from support.cli import orch
 from support.files import snapshot
+from support.specs import TOOL_EXPERIMENT
 from wheels import package_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tool"
@@ -125,37 +126,11 @@ def test_experiment_file_tool_keys(project):
             specs.load(_spec(project, text))
 
 
-EXPERIMENT = """\
-name: tool
-hosts: [local]
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
-  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
-  tp_size: 1
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: false
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  port: 30000
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-workload:
-  tool: sglang.bench_serving
-  args:
-    dataset-name: random-ids
-    num_promts: 8
-"""
-
-
 def test_a_bad_tool_arg_stops_the_run_before_the_host_changes(project, sglang_python):
     """The rehearsal's 0.5.9 tree has no bench_serving: `orch check` says so; with the real 0.5.9 file
     laid in, `orch run` stops at the misspelt argument (did-you-mean), the host as it was."""
     spec = project / "experiments" / "tool.yaml"
-    spec.write_text(EXPERIMENT)
+    spec.write_text(TOOL_EXPERIMENT)
     checked = orch(project, "check", str(spec))
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "SGLang 0.5.9 on the host has no such tool" in checked.stdout

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import orch
-from test_tool import EXPERIMENT
+from support.specs import TOOL_EXPERIMENT
 from wheels import package_dir
 
 pytestmark = pytest.mark.slow
@@ -65,7 +65,7 @@ def test_real_bench_serving_against_the_rehearsal_server(project, sglang_python,
                          + f"    python: {python}\n")
     subprocess.run([str(python), "-c", TOKENIZER, str(project / "tokenizer")], check=True, timeout=300)
     spec = project / "experiments" / "tool.yaml"
-    spec.write_text(EXPERIMENT.replace("    num_promts: 8\n", f"""\
+    spec.write_text(TOOL_EXPERIMENT.replace("    num_promts: 8\n", f"""\
     num-prompts: 8
     random-input-len: 16
     random-output-len: 128

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 import sshd
+from conftest import free_port
 from orchestrator.core.inventory import Host
 from orchestrator.engines.base import Call
 from orchestrator.engines.vllm import client, hostside, source
 from orchestrator.errors import WorkloadError
 from orchestrator.host.session import HostSession
 from orchestrator.rehearsal import vllm as rehearsal
-from test_vllm_sim import free_port, launch, spec, stop, wait_ready
+from support.processes import launch, speculative_config as spec, stop, wait_ready
 
 TRANSPORTS = ["local", pytest.param("ssh", marks=pytest.mark.skipif(sshd.sshd_missing() is not None,
                                                                     reason=sshd.sshd_missing() or ""))]

@@ -32,6 +32,40 @@ def experiment(project: Path, extra: str, workload: str = "") -> Path:
     return path
 
 
+# The run table as orch wrote it before the schema carried a version: no `diagnosis` column, no
+# version table. (A trimmed copy of the old DDL; the other tables were created by then too.)
+OLD_RUN = """CREATE TABLE run (id INTEGER NOT NULL PRIMARY KEY, uid VARCHAR NOT NULL, experiment VARCHAR NOT NULL,
+variant VARCHAR NOT NULL, host VARCHAR NOT NULL, status VARCHAR NOT NULL, repeat INTEGER NOT NULL,
+spec_path VARCHAR NOT NULL, spec JSON, params JSON, env JSON, command VARCHAR NOT NULL, flags JSON,
+error VARCHAR, controller VARCHAR NOT NULL, started_at VARCHAR NOT NULL, ended_at VARCHAR)"""
+
+# the rehearsal demo on one GPU, its workload the engine's own benchmark tool with a misspelt argument
+TOOL_EXPERIMENT = """\
+name: tool
+hosts: [local]
+template: ../templates/sglang_launch.sh.j2
+params:
+  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
+  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
+  tp_size: 1
+  mem_fraction_static: 0.85
+  num_continuous_decode_steps: 1
+  disable_cuda_graph: false
+  speculative_algorithm: EAGLE3
+  speculative_num_steps: 3
+  speculative_eagle_topk: 1
+  speculative_num_draft_tokens: 4
+  port: 30000
+env:
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
+workload:
+  tool: sglang.bench_serving
+  args:
+    dataset-name: random-ids
+    num_promts: 8
+"""
+
+
 SPEC = {"params": {"model_path": "{{ host.rehearsal }}/target", "steps": 3}, "variants": {"fixed": {}, "other": {}}}
 
 
