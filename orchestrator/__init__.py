@@ -30,15 +30,19 @@ from orchestrator.errors import (
 )
 
 if _typing.TYPE_CHECKING:
-    from orchestrator.core.inventory import Host as _Host
     from orchestrator.core.diff import RunDiff
-    from orchestrator.core.spec import RunPlan as _RunPlan, Spec
+    from orchestrator.core.spec import RunPlan, Spec
+    from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
+    from orchestrator.run.attempt import Stage
     from orchestrator.host.facts import HostFacts
     from orchestrator.host.reverting import Reverted as _Reverted
     from orchestrator.run.execute import Outcome
     from orchestrator.run.logimport import Imported, LogSource as _LogSource
     from orchestrator.store.database import Store
     from orchestrator.api.report import write_report
+    from orchestrator.api.runs import Sweep, engine_metrics, plan_runs, render_runs
+    from orchestrator.api.hosts import HostEntry, clean_hosts, list_hosts, list_patches
+    from orchestrator.api.doctor import cause_meaning, doctor
     from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
     from orchestrator.api.compare import compare_configurations, compare_csv, diff_configurations
     from orchestrator.api.records import (
@@ -53,6 +57,8 @@ __all__ = [
     "check_hosts", "check_hosts_async", "import_log",
     "list_runs", "list_runs_json", "list_runs_csv", "resolve_run", "run_series", "run_log", "recorded_names",
     "compare_configurations", "compare_csv", "diff_configurations", "write_report", "DEFAULT_DEBUG_PATTERN",
+    "plan_runs", "render_runs", "engine_metrics", "Sweep", "list_hosts", "list_patches", "clean_hosts", "HostEntry",
+    "doctor", "cause_meaning", "RunPlan", "Stage", "HOST_SPECIFIC_PARAMS",
     "Spec", "Outcome", "Store", "RunDiff", "HostFacts",
     "OrchError", "SpecError", "PatchError", "PatchCompileError", "PreflightError", "HostError", "HostBusy",
     "Unreachable", "LinkLost", "RemoteCommandError", "ServerError", "WorkloadError", "HTTPError", "StoreError",
@@ -74,6 +80,12 @@ _LAZY.update({name: ("orchestrator.api.records", name) for name in (
 _LAZY.update({name: ("orchestrator.api.compare", name) for name in (
     "compare_configurations", "compare_csv", "diff_configurations")})
 _LAZY["write_report"] = ("orchestrator.api.report", "write_report")
+_LAZY.update({name: ("orchestrator.api.runs", name) for name in ("plan_runs", "render_runs", "engine_metrics", "Sweep")})
+_LAZY.update({name: ("orchestrator.api.hosts", name) for name in ("list_hosts", "list_patches", "clean_hosts",
+                                                                   "HostEntry")})
+_LAZY.update({name: ("orchestrator.api.doctor", name) for name in ("doctor", "cause_meaning")})
+_LAZY.update({"RunPlan": ("orchestrator.core.spec", "RunPlan"), "Stage": ("orchestrator.run.attempt", "Stage"),
+              "HOST_SPECIFIC_PARAMS": ("orchestrator.core.defaults", "HOST_SPECIFIC_PARAMS")})  # host-bound params
 _LAZY["DEFAULT_DEBUG_PATTERN"] = ("orchestrator.core.defaults", "DEFAULT_DEBUG_PATTERN")  # `import_log`'s default
 
 _Where = str | _PathLike[str]
@@ -128,27 +140,13 @@ async def run_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_INV
                                no_preflight: bool = False, allow_busy_gpus: bool = False, accept_drift: bool = False,
                                wait: float | None = None, report: _Report | None = None) -> "list[Outcome]":
     """`run_experiment` on the caller's event loop."""
-    import dataclasses
-
-    from orchestrator.run import plankey
-    from orchestrator.run import sweep
+    from orchestrator.api.runs import plan_runs
     from orchestrator.run.attempt import Lines
-    from orchestrator.store.database import Store
 
-    loaded, plans, chosen = _plans(spec, inventory, hosts, overrides, variants)
-    if no_preflight:
-        loaded = dataclasses.replace(loaded, preflight=False)
-    if allow_busy_gpus:
-        loaded = dataclasses.replace(loaded, allow_busy_gpus=True)
-    if accept_drift:
-        loaded = dataclasses.replace(loaded, accept_drift=True)
-    if wait is not None:
-        loaded = dataclasses.replace(loaded, lock_wait_s=wait)
-    plans = plankey.fingerprinted(loaded, plans)
-    store = Store(db)
-    if resume:
-        plans = [d.plan for d in plankey.decide(plans, store.succeeded_keys(loaded.name)) if d.runs]
-    return await sweep.run_all(loaded, plans, chosen, store, Lines(report or _quiet), dry_run=dry_run)
+    sweep = plan_runs(spec, inventory=inventory, db=db, hosts=hosts, overrides=overrides, variants=variants,
+                      dry_run=dry_run, resume=resume, no_preflight=no_preflight, allow_busy_gpus=allow_busy_gpus,
+                      accept_drift=accept_drift, wait=wait)
+    return await sweep.run_async(Lines(report or _quiet))
 
 
 def check_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, hosts: _Sequence[str] = (),
@@ -166,9 +164,10 @@ async def check_experiment_async(spec: _Where, *, inventory: _Where = _DEFAULT_I
                                  overrides: _Sequence[str] = (),
                                  variants: _Sequence[str] = ()) -> list[dict[str, _typing.Any]]:
     """`check_experiment` on the caller's event loop."""
+    from orchestrator.api.runs import load_plans
     from orchestrator.run import check
 
-    loaded, plans, chosen = _plans(spec, inventory, hosts, overrides, variants)
+    loaded, plans, chosen = load_plans(spec, inventory, hosts, overrides, variants)
     return await check.check_plans(loaded, plans, chosen)
 
 
@@ -329,20 +328,6 @@ def _log_source(log: str, debug_pattern: str, inventory: _Path) -> "_LogSource":
     import asyncio
 
     return asyncio.run(logimport.read_remote(hosts[remote[0]], remote[1], debug_pattern))
-
-
-def _plans(spec: _Where, inventory: _Where, hosts: _Sequence[str], overrides: _Sequence[str],
-           variants: _Sequence[str]) -> "tuple[Spec, list[_RunPlan], list[_Host]]":
-    """The experiment, its plans (checked as `orch run` checks them) and the hosts they may run on."""
-    from orchestrator.core import inventory as inventories, plancheck, spec as specs
-
-    loaded = specs.load(_Path(spec))
-    hosts_file = inventories.load(_Path(inventory))
-    plancheck.check_template_place(loaded, hosts_file.template_folders)
-    plans = specs.expand(loaded, overrides, tuple(variants))
-    plancheck.check(loaded, plans, list(overrides))
-    chosen = hosts_file.select(tuple(hosts) or loaded.hosts)
-    return loaded, plans, chosen
 
 
 def _quiet(host: str, message: str) -> None:

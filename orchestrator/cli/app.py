@@ -1,5 +1,5 @@
 """The typer app of `orch`: its global options, the `hosts` group, and the helpers every command
-shares (the database, the inputs of a run). Each command module registers on `app` here; the
+shares (the settings, JSON, a comma-separated list). Each command module registers on `app` here; the
 package's `__init__.py` imports them all and holds `main()`."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
@@ -33,16 +33,10 @@ def _on_first_use(*names: str) -> None:
         setattr(sys.modules[parent], child, module)  # `from parent import child` then finds it unloaded
 
 
-# Each command imports the heavy modules (the database layer, the run lifecycle, SSH) inside it; the
-# ones the command modules name at their top (output, specs, comparisons) wait for first use.
-_on_first_use("orchestrator.cli.ui", "orchestrator.core.inventory", "orchestrator.core.spec",
-              "orchestrator.core.diff", "orchestrator.core.compare", "orchestrator.run.plankey",
-              "orchestrator.engines", "orchestrator.api.compare")
-from orchestrator.core import inventory as inventories, spec as specs  # noqa: E402
-
-if TYPE_CHECKING:
-    from orchestrator.store.database import Store
-    from orchestrator.store.reading import Reader
+# Each command reaches the work through the library face, which loads the heavy modules (the
+# database layer, the run lifecycle, SSH) inside its functions; the modules the command modules
+# name at their top (output, the comparisons) wait for first use.
+_on_first_use("orchestrator.cli.ui", "orchestrator.api.compare")
 
 # Plain help and usage errors (no rich_markup_mode): rich would cost `orch --help` a third of its time
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -82,34 +76,9 @@ def _version(value: bool) -> None:
     print_version(value)
 
 
-def _store() -> Store:
-    from orchestrator.store.database import Store
-
-    return Store(settings.db)
-
-
-def _reader() -> Reader:
-    """The database for a reading command: plain DB-API, no SQLAlchemy (store/reading.py)."""
-    from orchestrator.store import reading
-
-    return reading.open_url(settings.db)
-
-
 def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, default=str)
 
 
 def _split(values: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (values or "").split(",") if v.strip())
-
-
-def _load(spec_path: Path, hosts: str | None, overrides: list[str], variants: list[str]):
-    from orchestrator.core import plancheck
-
-    spec = specs.load(spec_path)
-    inv = inventories.load(settings.inventory)
-    plancheck.check_template_place(spec, inv.template_folders)
-    plans = specs.expand(spec, overrides, tuple(variants))
-    plancheck.check(spec, plans, overrides)
-    chosen = inv.select(_split(hosts) or spec.hosts)
-    return spec, plans, chosen

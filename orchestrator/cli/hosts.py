@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import typer
 
 import orchestrator
-from orchestrator.core import inventory as inventories
 from . import ui
 from .text import line
 from orchestrator.errors import EXIT_OK, EXIT_RUN_FAILED, OrchError
-from .app import _split, _store, app, dumps, hosts_app, settings
-
-if TYPE_CHECKING:
-    from orchestrator.host.journal import PatchRecord
-    from orchestrator.host.lifecycle import Held, Locking
-    from orchestrator.store.database import Store
-
-T = TypeVar("T")
+from .app import _split, app, dumps, hosts_app, settings
 
 
 @app.command()
@@ -48,28 +39,6 @@ def revert(
     raise typer.Exit(code)
 
 
-async def _patch_states(held: Held) -> list[PatchRecord]:
-    """The journal's records as their files are now, and each file changed since a revert left it."""
-    from orchestrator.host.reverting import changed_since_revert
-
-    return [*await held.session.journal.status(), *(r for r, _ in await changed_since_revert(held))]
-
-
-def _chosen(names: str | None) -> list[inventories.Host]:
-    """The hosts (or tags) named, comma-separated; every host of the inventory when none is."""
-    inv = inventories.load(settings.inventory)
-    return inv.select(_split(names) or list(inv.hosts))
-
-
-def _on_hosts(hosts: list[inventories.Host], work: Callable[[Held], Awaitable[T]],
-              locking: Locking | None = None) -> dict[str, T | OrchError]:
-    """`work` on every host at once, each inside the host lifecycle (`host/lifecycle.py`)."""
-    from orchestrator.host import lifecycle
-
-    import asyncio  # here, not at the top: `orch --help` does without it
-    return asyncio.run(lifecycle.on_hosts(hosts, work, ui.progress, locking))
-
-
 @app.command()
 def patches(
     host: str | None = typer.Option(None, "--host", help="Host or tag (default: every host in the inventory)."),
@@ -77,19 +46,16 @@ def patches(
 ) -> None:
     """What orch has applied (or left drifted) on each host's files, and by which run; a file changed
     by hand since orch's revert left it is drifted too."""
-    chosen = _chosen(host)
-    store = _store()
+    results = orchestrator.list_patches(_split(host), inventory=settings.inventory, db=settings.db,
+                                        report=ui.progress)
     rows: list[dict[str, Any]] = []
     code = EXIT_OK
-    for name, result in _on_hosts(chosen, _patch_states).items():
+    for result in results.values():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
-            continue
-        for r in result:
-            rows.append({"host": name, "run": r.run, "run_id": _run_id(store, r.run), "seq": r.seq, "name": r.name,
-                         "target": r.target, "file": r.file, "state": r.state, "sha256_before": r.sha256_before,
-                         "sha256_after": r.sha256_after, "backup": r.backup})
+        else:
+            rows += result
     if as_json:
         ui.raw(dumps(rows) + "\n")
     else:
@@ -106,23 +72,10 @@ def clean(
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing."),
 ) -> None:
     """Remove the run folders of ended runs from hosts once their logs are in the database."""
-    from datetime import timedelta
-
-    from orchestrator.host import cleanup
-    from orchestrator.host.lifecycle import Locking
-
-    chosen = _chosen(host)
-    store = _store()
-
-    async def one(held: Held) -> list[cleanup.Verdict]:  # a dead run's leftovers were recovered first
-        session = held.session
-        return await cleanup.clean(session.conn, store, session.host.name, f"{session.host.workdir}/runs",
-                                   timedelta(days=older_than), big_logs, dry_run)
-
-    # a dry run only looks: no lock taken, nothing recovered; else never while a run starts or ends
-    locking = None if dry_run else Locking("clean", store)
+    results = orchestrator.clean_hosts(_split(host), inventory=settings.inventory, db=settings.db,
+                                       older_than=older_than, big_logs=big_logs, dry_run=dry_run, report=ui.progress)
     code = EXIT_OK
-    for name, result in _on_hosts(chosen, one, locking).items():
+    for name, result in results.items():
         if isinstance(result, OrchError):
             ui.error(str(result))
             code = max(code, result.exit_code)
@@ -131,26 +84,14 @@ def clean(
     raise typer.Exit(code)
 
 
-def _run_id(store: Store, uid: str) -> int | None:
-    try:
-        return store.get(uid).id
-    except OrchError:
-        return None  # a run recorded in another database
-
-
 @hosts_app.callback()
 def hosts_list(ctx: typer.Context) -> None:
     """List the inventory's hosts."""
-    from orchestrator.remote import is_this_machine
-
     if ctx.invoked_subcommand:
         return
-    inv = inventories.load(settings.inventory)
-    for h in inv.hosts.values():
-        where = "this machine" if is_this_machine(h) else f"{h.user + '@' if h.user else ''}{h.address or h.name}"
-        where = h.slurm.describe() if h.slurm else where
+    for h in orchestrator.list_hosts(inventory=settings.inventory):
         extra = " (rehearsal)" if h.rehearsal else ""
-        ui.console.print(line(f"{h.name}: {h.transport} {where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
+        ui.console.print(line(f"{h.name}: {h.transport} {h.where}, {h.gpus} GPUs, workdir {h.workdir}{extra}"
                               + (f", tags {', '.join(h.tags)}" if h.tags else "")))
 
 

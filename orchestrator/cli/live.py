@@ -23,14 +23,13 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator import engines
+import orchestrator
 from orchestrator.records import MetricInfo
 from . import swept
 from .text import fmt, line
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import RunPlan
-    from orchestrator.run.attempt import Stage
+    from orchestrator import RunPlan, Stage
 
 WARNING = "warning: "  # how a warning reaches a message hook (the engines' flag checks write it so)
 
@@ -214,7 +213,7 @@ class Board:
 
     def _metrics(self) -> list[MetricInfo]:
         """The metrics the rows' engines declare (as the summary shows them), then tokens/s."""
-        shown = {m.name: m for r in self.rows if r.engine for m in engines.get(r.engine).metrics}
+        shown = {m.name: m for r in self.rows if r.engine for m in orchestrator.engine_metrics(r.engine)}
         shown.setdefault(THROUGHPUT.name, THROUGHPUT)
         return list(shown.values())
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
+import orchestrator
+
 if TYPE_CHECKING:  # reading commands import this module and must not load the experiment reader
-    from orchestrator.core.spec import RunPlan
+    from orchestrator import RunPlan
 
 REPEAT = "repeat"  # the repeat index, shown like a param where the plans repeat
 
@@ -20,7 +21,7 @@ def param_names(plans: list[RunPlan]) -> tuple[str, ...]:
     host-specific ones (a port) aside."""
     names = dict.fromkeys(k for plan in plans for k in plan.point)
     for key in dict.fromkeys(k for plan in plans for k in plan.params):
-        if key not in HOST_SPECIFIC_PARAMS and len({repr(plan.params.get(key)) for plan in plans}) > 1:
+        if key not in orchestrator.HOST_SPECIFIC_PARAMS and len({repr(plan.params.get(key)) for plan in plans}) > 1:
             names.setdefault(key)
     return tuple(names)
 

@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.core.diff import Row
 from orchestrator.records import MetricInfo
 from . import live, swept
 from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
 
 if TYPE_CHECKING:
-    from orchestrator.run.attempt import Stage
-    from orchestrator.store.database import Run
+    from orchestrator import Stage
 
 # Tables keep their shape when output goes to a file or a pipe (rich assumes 80 columns there).
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -97,7 +95,7 @@ def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
     return tuple(names), {o.run_id: store.get(str(o.run_id)).params for o in outcomes if o.run_id is not None}
 
 
-def runs(rows: list[Run], metrics: dict[str, dict[Any, Any]] | None = None) -> None:
+def runs(rows: list[Any], metrics: dict[str, dict[Any, Any]] | None = None) -> None:
     """The runs, with a column per metric in `metrics` (name -> run id -> value)."""
     metrics = metrics or {}
     table = Table()
@@ -176,7 +174,7 @@ def _pairs(title: str, values: dict[str, Any]) -> None:
                       soft_wrap=True)
 
 
-def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[str]) -> None:
+def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Any], command: list[str]) -> None:
     for side, run in (("a", a), ("b", b)):
         console.print(f"[bold]{side}[/] = run {run['id']} {line(run['experiment'])}/{line(run['variant'])} on "
                       f"{line(run['host'])} ({line(run['status'])})")
@@ -196,7 +194,7 @@ def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Row], command: list[st
             console.print(f"  [{style}]{line(changed)}[/]", soft_wrap=True)
 
 
-def _delta(row: Row) -> str:
+def _delta(row: Any) -> str:
     if row.delta is None:
         return ""
     whole = all(isinstance(v, (int, float)) and float(v).is_integer() for v in (row.a, row.b))
