@@ -3,7 +3,7 @@ the next `orch run` or `orch revert` leaves every file byte-identical to the ori
 dead run ends `interrupted` with the reason. Also drift: a file edited by hand during a run.
 
 How the controller is stopped at an exact point: the test starts the real `orch` command through
-`controller_main` below, which wraps the transports' `write_file` so that the process SIGKILLs
+`support.crashing.controller_main`, which wraps the transports' `write_file` so that the process SIGKILLs
 itself right after the Nth write of one kind of file returned (a saved original, a journal
 record, a patched source file). Nothing in `orchestrator/` knows about it, so production code
 carries no test hook, and the kill is a real SIGKILL at the real boundary: no `finally`, no
@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,34 +26,6 @@ from conftest import free_port, group_alive
 from support.cli import orch, records, start_orch, wait_for
 from support.files import installed, journal_files, modified_files
 from support.specs import demo_spec
-
-FILE_KINDS = (("backup", re.compile(r"/journal/[^/]+/\d+\.orig$")), ("record", re.compile(r"/journal/[^/]+/\d+\.json$")),
-              ("source", re.compile(r"/sglang/.*\.py$")))
-
-
-# -- the controller, killed at a chosen point (runs in the child process) ---------------------
-
-
-def controller_main(point: str, nth: int, argv: list[str]) -> None:
-    """Run `orch argv`, SIGKILLing this process right after the `nth` write of a `point` file."""
-    from orchestrator import cli
-    from orchestrator.remote.local import LocalConnection
-    from orchestrator.remote.ssh import SSHConnection
-
-    seen: dict[str, int] = {}
-    for transport in (LocalConnection, SSHConnection):
-        def wrap(original):
-            async def write_file(self, path, data, mode=None):
-                await original(self, path, data, mode)
-                kind = next((k for k, pattern in FILE_KINDS if pattern.search(path)), "other")
-                seen[kind] = seen.get(kind, 0) + 1
-                if kind == point and seen[kind] == nth:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            return write_file
-        transport.write_file = wrap(transport.write_file)
-    sys.argv = ["orch", *argv]
-    cli.main()
-
 
 # -- helpers shared with test_lock.py ----------------------------------------------------------
 

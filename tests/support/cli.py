@@ -18,7 +18,7 @@ from conftest import ROOT
 
 TESTS = ROOT / "tests"
 ORCH = [sys.executable, "-m", "orchestrator.cli"]
-# `python -c CONTROLLER ARGS`: orch's main() as test_crash.py starts it (argv[0] is `-c`)
+# `python -c CONTROLLER ARGS`: orch's main() as a crash test starts it (argv[0] is `-c`)
 CONTROLLER = "import orchestrator.cli as c; c.main()"
 
 
@@ -49,13 +49,13 @@ def orch(folder: Path, *args: str, timeout: float = 240, env: dict[str, str] | N
 def start_orch(project: Path, *args: str, crash: tuple[str, int] | None = None, controller: bool = False,
                new_session: bool = False, **env_options: Any) -> subprocess.Popen:
     """`orch ARGS` started in `project`, stdout and stderr together on a pipe. controller: as
-    `python -c CONTROLLER`; crash (kind, nth): through test_crash.controller_main, which SIGKILLs it
+    `python -c CONTROLLER`; crash (kind, nth): through support.crashing.controller_main, which SIGKILLs it
     right after the nth write of that kind (needs tests_on_path); new_session: in a session of its own."""
     command = ORCH
     if controller or crash:
         code = CONTROLLER
         if crash:
-            code = f"import sys, test_crash; test_crash.controller_main({crash[0]!r}, {crash[1]}, sys.argv[1:])"
+            code = f"import sys; from support.crashing import controller_main; controller_main({crash[0]!r}, {crash[1]}, sys.argv[1:])"
         command = [sys.executable, "-c", code]
     return subprocess.Popen([*command, *args], cwd=project, env=orch_env(project, **env_options),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=new_session)
