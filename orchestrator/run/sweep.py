@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import engines
@@ -59,20 +60,7 @@ async def run_all(
     locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host),
                                            wait_s=spec.lock_wait_s)
     team = gang.Gang(spread, gang.sized(hosts, plans)) if spread else None
-
-    async def worker(held: Held) -> list[tuple[int, Outcome]]:
-        # the experiment's own errors once per host, before any plan (a dry run too: it only reads)
-        mine = [e.plan for e in queue.pending if able(held.session.host, e.plan)]
-        problem = await owncheck.first_error(spec, mine, held.session)
-        if problem is not None:
-            await queue.stop(problem)
-            return []
-        done = await _host_worker(spec, engine, queue, held, store, reporter, dry_run)
-        if team is not None:  # no single-host plan left for it: the host joins the gang
-            spread_run = (functools.partial(_spread_dry_run, spec, reporter) if dry_run
-                          else functools.partial(_spread_run, spec, engine, store, reporter))
-            done += await team.take_part(held, spread_run)
-        return done
+    worker = _Sweep(spec, engine, queue, store, reporter, dry_run, team).on_host
 
     if team is None:
         results = await lifecycle.on_hosts(hosts, worker, reporter.message, locking, engine)
@@ -137,83 +125,123 @@ async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Report
     return outcome, lost
 
 
-async def _host_worker(spec: Spec, engine: Engine, queue: Queue, held: Held, store: Store,
-                       reporter: Reporter, dry_run: bool) -> list[tuple[int, Outcome]]:
+@dataclass
+class _Sweep:
+    """What every host's worker shares in one sweep: the experiment, its queue, the store, the gang
+    that runs the plans over several hosts."""
+
+    spec: Spec
+    engine: Engine
+    queue: Queue
+    store: Store
+    reporter: Reporter
+    dry_run: bool
+    team: gang.Gang | None
+
+    async def on_host(self, held: Held) -> list[tuple[int, Outcome]]:
+        """One host's part: the experiment's own errors once (a dry run too: it only reads), its
+        runs, then its part in the gang when no single-host plan is left for it."""
+        mine = [e.plan for e in self.queue.pending if able(held.session.host, e.plan)]
+        problem = await owncheck.first_error(self.spec, mine, held.session)
+        if problem is not None:
+            await self.queue.stop(problem)
+            return []
+        done = await _HostWorker(self, held).run()
+        if self.team is not None:
+            spread_run = (functools.partial(_spread_dry_run, self.spec, self.reporter) if self.dry_run
+                          else functools.partial(_spread_run, self.spec, self.engine, self.store, self.reporter))
+            done += await self.team.take_part(held, spread_run)
+        return done
+
+
+class _HostWorker:
     """Runs taken from the queue while some fit the host, each in its slot as its own task; a
     cancel reaches every one of them (each cleans up its own run)."""
-    session = held.session
-    slots = Slots(session.host)
-    notes = held.recovery.notes() if held.recovery is not None else []
-    outcomes: list[tuple[int, Outcome]] = []
 
-    async def one(entry: Entry, lease: Lease) -> None:
+    def __init__(self, sweep: _Sweep, held: Held):
+        self.sweep, self.held, self.session, self.queue = sweep, held, held.session, sweep.queue
+        self.slots = Slots(held.session.host)
+        self.notes = held.recovery.notes() if held.recovery is not None else []  # told by the first run
+        self.outcomes: list[tuple[int, Outcome]] = []
+
+    async def run(self) -> list[tuple[int, Outcome]]:
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while (taken := await self.queue.take(self.session.host, self.slots)) is not None:
+                tasks.add(asyncio.create_task(self._chain(*taken)))
+        except asyncio.CancelledError as exc:
+            for task in tasks:
+                task.cancel(*exc.args)  # the reason (a signal's name) goes with it
+            if tasks:
+                await asyncio.wait(tasks)
+            raise
+        if tasks:
+            await asyncio.wait(tasks)  # done already, unless the host was lost with runs going
+        for task in tasks:
+            task.result()  # a bug in one run is raised, not dropped
+        return self.outcomes
+
+    async def _chain(self, entry: Entry, lease: Lease) -> None:
         """The entry's run in its slot, then each plan of the same server key the queue hands on to
         the server it leaves up (`serving.py`); the slot is freed when the chain ends."""
         kept, retry = serving.Kept(), None
         current = entry
         try:
-            lease = await _slot_port(session, slots, lease)
+            lease = await _slot_port(self.session, self.slots, lease)
             while True:
-                retry = await _plan(current, lease, kept)
+                retry = await self._plan(current, lease, kept)
                 if kept.next is None:
                     break
-                await queue.finished(current)  # the slot stays held for the next plan of its server
+                await self.queue.finished(current)  # the slot stays held for the next plan of its server
                 current, kept.next = kept.next, None
         finally:
             if kept.serving is not None:  # left up for a plan that did not become a run, or cut short
                 await uncancelled(serving.close(kept.serving))
             if kept.next is not None:  # reserved for the server, never run: back to the queue
-                await queue.finished(kept.next, back=True)
-            await queue.done(slots, lease, current, retry)
+                await self.queue.finished(kept.next, back=True)
+            await self.queue.done(self.slots, lease, current, retry)
 
-    async def _plan(entry: Entry, lease: Lease, kept: serving.Kept) -> Entry | None:
+    async def _keep(self, kept: serving.Kept, entry: Entry) -> bool:
+        """Does another plan of the entry's server key take its server now? (reserved in `kept`)"""
+        kept.next = await self.queue.take_same(self.session.host, entry.plan.server_key)
+        return kept.next is not None
+
+    async def _plan(self, entry: Entry, lease: Lease, kept: serving.Kept) -> Entry | None:
         """One plan's run (or dry run) and its outcome; returns its retry when the host's link failed."""
+        sweep, session = self.sweep, self.session
         plan = lease.plan(entry.plan)
-
-        async def keep() -> bool:
-            kept.next = await queue.take_same(session.host, entry.plan.server_key)
-            return kept.next is not None
-
         try:
-            if dry_run:
-                outcomes.append((entry.order, await dry_run_one(spec, plan, session, reporter)))
+            if sweep.dry_run:
+                self.outcomes.append((entry.order, await dry_run_one(sweep.spec, plan, session, sweep.reporter)))
                 return None
             with runstop.STOPS.running(session.host.name, entry.plan.key):  # `orch stop RUN` finds it
-                outcome = await _stoppable(run_one(spec, plan, session, store, reporter, kept, keep), store,
-                                           entry.plan.variant, session.host.name)
-            if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
-                for note in notes:
-                    store.event(store.get(str(outcome.run_id)), "recovered", note)
-                notes.clear()
-            if outcome.run_id is not None and (job := slurm.job_of(session.conn)) is not None:
-                store.event(store.get(str(outcome.run_id)), "slurm-job", job.describe())  # where the run ran
-            if held.lock is not None and held.lock.lost:
-                reporter.warning(session.host.name, f"{held.lock.path} was broken by another command during run {outcome.uid}")
-            retry = await _lost_link(session, queue, entry, outcome, store, reporter)
-            _record_retry(store, entry, outcome, session.host.name)
+                keep = functools.partial(self._keep, kept, entry)
+                outcome = await _stoppable(run_one(sweep.spec, plan, session, sweep.store, sweep.reporter, kept, keep),
+                                           sweep.store, entry.plan.variant, session.host.name)
+            self._told(outcome)
+            retry = await _lost_link(session, self.queue, entry, outcome, sweep.store, sweep.reporter)
+            _record_retry(sweep.store, entry, outcome, session.host.name)
             if retry is None:
-                outcomes.append((entry.order, outcome))
+                self.outcomes.append((entry.order, outcome))
             return retry
         except OrchError as exc:  # before the plan became a run (its render, its env): its outcome, its exit code
-            outcomes.append((entry.order, Outcome(None, "-", entry.plan.variant, session.host.name, FAILED,
-                                                  error=str(exc), evidence=exc.evidence, exit_code=exc.exit_code)))
+            self.outcomes.append((entry.order, Outcome(None, "-", entry.plan.variant, session.host.name, FAILED,
+                                                       error=str(exc), evidence=exc.evidence, exit_code=exc.exit_code)))
             return None
 
-    tasks: set[asyncio.Task[None]] = set()
-    try:
-        while (taken := await queue.take(session.host, slots)) is not None:
-            tasks.add(asyncio.create_task(one(*taken)))
-    except asyncio.CancelledError as exc:
-        for task in tasks:
-            task.cancel(*exc.args)  # the reason (a signal's name) goes with it
-        if tasks:
-            await asyncio.wait(tasks)
-        raise
-    if tasks:
-        await asyncio.wait(tasks)  # done already, unless the host was lost with runs going
-    for task in tasks:
-        task.result()  # a bug in one run is raised, not dropped
-    return outcomes
+    def _told(self, outcome: Outcome) -> None:
+        """What the run's row says of the host: what was cleaned up before it (the first run), the
+        Slurm job it ran in; a broken lock warned."""
+        store, session = self.sweep.store, self.session
+        if outcome.run_id is not None:  # the first run on the host tells what was cleaned up before it
+            for note in self.notes:
+                store.event(store.get(str(outcome.run_id)), "recovered", note)
+            self.notes.clear()
+        if outcome.run_id is not None and (job := slurm.job_of(session.conn)) is not None:
+            store.event(store.get(str(outcome.run_id)), "slurm-job", job.describe())  # where the run ran
+        if self.held.lock is not None and self.held.lock.lost:
+            self.sweep.reporter.warning(session.host.name, f"{self.held.lock.path} was broken by another command "
+                                        f"during run {outcome.uid}")
 
 
 async def _stoppable(run: Coroutine[Any, Any, Outcome], store: Store, variant: str, host: str) -> Outcome:
