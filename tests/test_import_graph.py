@@ -2,7 +2,7 @@
 has no strongly connected component of more than one module.
 
 What is an edge (module A -> module B): every `import` and `from ... import` A's text holds,
-read by test_layering.imports: at the top, under `if TYPE_CHECKING:` (a type is knowledge of the
+read by support.modules.imports: at the top, under `if TYPE_CHECKING:` (a type is knowledge of the
 module it comes from, whether or not Python loads it) and inside a function (a lazy import kept
 for start-up time is still knowledge; counting them all keeps the rule one sentence). `from P
 import x` is an edge to the submodule P.x where there is one, else to P itself, so a package's
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from test_layering import Module, imports, orch_modules, parse
+from support.modules import Module, imports, orch_modules, parse
 
 Graph = dict[str, set[str]]
 

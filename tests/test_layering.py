@@ -62,11 +62,8 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-
-PACKAGE = Path(__file__).resolve().parent.parent / "orchestrator"
+from support.modules import PACKAGE, Module, imports, orch_modules, parse
 
 ALLOWED: dict[str, frozenset[str]] = {
     "records": frozenset(),
@@ -89,7 +86,6 @@ ALLOWED: dict[str, frozenset[str]] = {
 TYPING_ONLY: dict[str, frozenset[str]] = {"seam": frozenset({"host", "remote"})}  # under `if TYPE_CHECKING:` only
 BOTTOM_FLOOR = {"records", "bounds"}  # the modules every layer may import: they import nothing of orch's
 FOLDERS = {"core", "remote", "store", "host", "run", "report", "cli", "tinymodels", "rehearsal"}  # a layer's own folder
-STAND_IN_TREES = ("orchestrator", "rehearsal", "trees")  # programs copied to hosts: not orch modules
 
 # The CLI goes through the library face: a cli/ module imports the face (`orchestrator`), the bottom
 # floor and errors (records and errors the face hands out), and cli/ itself (ui, text, and app: the
@@ -122,42 +118,6 @@ _TERM_PATTERNS = [(term, re.compile(rf"(?<![a-z0-9]){re.escape(term.lower())}(?!
 ENGINE_LAYOUT = ("model_executor", "EntryClass", "is_eagle3", "set_eagle3_layers_to_capture")
 
 
-@dataclass(frozen=True)
-class Module:
-    name: str  # dotted: orchestrator.host.push
-    where: str  # path shown in messages: orchestrator/host/push.py
-    tree: ast.Module
-    is_package: bool  # an __init__.py
-
-    @property
-    def package(self) -> str:
-        return self.name if self.is_package else self.name.rpartition(".")[0]
-
-
-def parse(where: str, source: str) -> Module:
-    """A module from its path under the repository (orchestrator/...) and its text."""
-    parts = where.removesuffix(".py").split("/")
-    is_package = parts[-1] == "__init__"
-    if is_package:
-        parts = parts[:-1]
-    return Module(".".join(parts), where, ast.parse(source, where), is_package)
-
-
-def orch_modules() -> list[Module]:
-    found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE.parent)
-        if relative.parts[:len(STAND_IN_TREES)] == STAND_IN_TREES:
-            continue
-        found.append(parse(relative.as_posix(), path.read_text()))
-    return found
-
-
-def _is_module(dotted: str) -> bool:
-    path = PACKAGE.parent / dotted.replace(".", "/")
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
-
-
 def layer_of(dotted: str) -> str | None:
     """The layer of an orch module by its dotted name; None for a module the table does not place."""
     parts = dotted.split(".")
@@ -180,24 +140,6 @@ def layer_of(dotted: str) -> str | None:
     if len(parts) == 2 and not (PACKAGE / parts[1]).is_dir():
         return "top"  # orchestrator/testing.py and the like
     return None
-
-
-def imports(module: Module) -> Iterator[tuple[str, int]]:
-    """(dotted name, line) of everything `module` imports, relative imports resolved; for
-    `from X import y` the submodule X.y where there is one, else X."""
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.package.split(".")
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                yield (sub if base.startswith("orchestrator") and _is_module(sub) else base), node.lineno
 
 
 def typing_only_lines(module: Module) -> set[int]:
