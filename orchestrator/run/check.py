@@ -9,13 +9,13 @@ from typing import Any
 
 from orchestrator.host import lifecycle, patchcheck
 from orchestrator.host.lifecycle import Held
-from . import execute, stages, sweep, tool
+from . import execute, launch as launches, stages, sweep, tool
 from orchestrator import engines
 from orchestrator.core import render
 from orchestrator.errors import OrchError, PatchError
 from orchestrator.core.inventory import Host
 from orchestrator.host.session import HostSession
-from orchestrator.core.spec import RunPlan, Spec, port_of
+from orchestrator.core.spec import RunPlan, Spec
 
 
 async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> list[dict[str, Any]]:
@@ -46,13 +46,13 @@ def _quiet(label: str, text: str) -> None:
 async def _check_one(spec: Spec, plan: RunPlan, session: HostSession) -> dict[str, Any]:
     engine = engines.get(spec.engine)
     context = execute.run_context(spec, plan, session.host, "check")
+    launch = launches.of(context)
     script = render.launch_script(spec.template, context)
     flag_findings = await engine.launch_findings(session, script, spec.template)
-    flag_findings += await tool.findings(engine, session, spec, plan.workload or spec.workload,
-                                         port_of(context["params"]))
-    overlay: dict[str, Path] = await stages.local_checkpoints(spec, context)
-    found = await engine.preflight(session, script, context["env"], plan.patches, overlay, plan.allow)
-    params = {k: context["params"].get(k) for k in ("model_path", "draft_model_path")}
+    flag_findings += await tool.findings(engine, session, spec, plan.workload or spec.workload, launch.port)
+    overlay: dict[str, Path] = await stages.local_checkpoints(spec, launch.checkpoints)
+    found = await engine.preflight(session, script, launch.env, plan.patches, overlay, plan.allow)
+    params = {k: launch.params.get(k) for k in ("model_path", "draft_model_path")}
     return {"variant": plan.variant, "host": session.host.name, "params": params,
             "findings": flag_findings + await _patch_findings(session, plan) + [f.as_json() for f in found]}
 

@@ -7,12 +7,12 @@ from typing import Any
 from orchestrator import engines
 from orchestrator.core import patching, render
 from orchestrator.core.secrets import redact
-from orchestrator.core.spec import RunPlan, Spec, port_of
+from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.errors import OrchError
 from orchestrator.host import patchcheck
 from orchestrator.host.session import HostSession
 from orchestrator.store.reading import FAILED, SUCCEEDED
-from . import driftcheck, multinode, preflight, preparing, rendercontext, stages, tool
+from . import driftcheck, launch as launches, multinode, preflight, preparing, rendercontext, stages, tool
 from .attempt import Reporter
 from .outcome import Outcome
 
@@ -31,7 +31,8 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter:
         await engine.check_launch(session, script, spec.template, reporter.message, label)
         load = plan.workload or spec.workload
         if load.tool is not None:
-            found = await tool.command(engine, session, spec, load, context["run"]["dir"], port_of(context["params"]))
+            launch = launches.of(context)
+            found = await tool.command(engine, session, spec, load, launch.run_dir, launch.port)
             reporter.message(label, f"workload: python -m {found.module} {' '.join(found.argv)}")
         await _dry_preflight(spec, plan, session, reporter, context, label)
         await _dry_patches(session, plan, reporter, label, spec.accept_drift)
@@ -69,7 +70,8 @@ def _dry_script(spec: Spec, plan: RunPlan, session: HostSession, reporter: Repor
     context = rendercontext.node_context(spec, plan, session.host, "dry-run", nodes, rank)
     script = render.launch_script(spec.template, context)
     which = f"node {rank} of {nodes.count}'s launch script" if nodes is not None else "launch script"
-    reporter.message(label, f"{which}:\n" + redact(script, context["env"], context["secret_names"]))
+    launch = launches.of(context)
+    reporter.message(label, f"{which}:\n" + redact(script, launch.env, launch.secret_names))
     return context, script
 
 
@@ -91,9 +93,10 @@ async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, report
         reporter.message(label, "preflight skipped (--no-preflight)")
         return
     # the checkpoints are not pushed: read from their local (transformed) copies, as `orch check` does
-    overlay = await stages.local_checkpoints(spec, context)
+    launch = launches.of(context)
+    overlay = await stages.local_checkpoints(spec, launch.checkpoints)
     script = render.launch_script(spec.template, context)
-    found = await engines.get(spec.engine).preflight(session, script, context["env"], plan.patches, overlay, plan.allow)
+    found = await engines.get(spec.engine).preflight(session, script, launch.env, plan.patches, overlay, plan.allow)
     for f in found:
         reporter.message(label, preflight.described(f))
     preflight.stop_on_errors(found, plan.allow, label)

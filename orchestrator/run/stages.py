@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core import patching, shell
 from orchestrator.errors import HostError
@@ -41,11 +41,10 @@ async def push_checkpoints(attempt: Attempt) -> None:
                     f"(manifest {result.manifest[:12]})")
 
 
-async def local_checkpoints(spec: Spec, context: dict[str, Any]) -> dict[str, Path]:
-    """Each checkpoint's rendered dest -> its local (transformed) copy: what a preflight reads
-    before anything is pushed (dry run, `orch check`)."""
-    return {context["checkpoints"][c.name]: (await asyncio.to_thread(checkpoint.prepare, c)).folder
-            for c in spec.checkpoints}
+async def local_checkpoints(spec: Spec, dests: Mapping[str, str]) -> dict[str, Path]:
+    """Each checkpoint's rendered dest (`Launch.checkpoints`) -> its local (transformed) copy: what
+    a preflight reads before anything is pushed (dry run, `orch check`)."""
+    return {dests[c.name]: (await asyncio.to_thread(checkpoint.prepare, c)).folder for c in spec.checkpoints}
 
 
 async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
