@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 
 class Stage(enum.Enum):
-    """The stages of a run, in the order `execute.run_one` goes through them (cleanup stages run
-    whatever happened before)."""
+    """The stages of a run as it reports them, in the order its stage list (`lifecycle.py`) enters
+    them (cleanup stages run whatever happened before)."""
 
     CHECK_FLAGS = "check flags"
     CHECK_HOST = "check host"  # port and GPUs free

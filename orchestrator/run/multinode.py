@@ -1,8 +1,8 @@
 """A run over several hosts (`nodes: N`): one server launched on N hosts at once, rank 0 serving.
 
 The run is rank 0's (`execute.run_one` on its host); every other node is an `Attempt` of the same
-run on its own host (`Attempt.peers`, in rank order), and each stage of rank 0 does its part on
-them too:
+run on its own host (`Attempt.peers`, in rank order), and each stage of the run's list
+(`lifecycle.py`) does rank 0's part, then theirs (`on_peers`):
 
     check flags, check host (port, the node's share of the GPUs: tp_size / nodes), push checkpoints,
     prepare patches (anchors, compile), apply patches (each node's own journal, the run's uid)

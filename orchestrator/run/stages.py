@@ -1,5 +1,5 @@
-"""The stages of a run that take the `Attempt` and do one thing each; `execute.run_one` calls them
-in order (see `attempt.Stage`)."""
+"""The pieces of a run's stages that take one node's `Attempt` and do one thing each; the stage
+list (`lifecycle.py`, `bringup.py`, `teardown.py`) calls them in order (see `attempt.Stage`)."""
 
 from __future__ import annotations
 
