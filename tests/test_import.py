@@ -288,28 +288,9 @@ def test_an_import_into_an_older_database_upgrades_it_first(tmp_path):
     assert json.loads(text)["decode_intervals"] == 12.0
 
 
-def test_the_plain_write_path_declares_the_models_columns_and_defaults():
-    from orchestrator.store import importing
-    from orchestrator.store.database import DebugRow, EventRow, LogRow, MetricRow, Run, SeriesBlockRow, SeriesRow
-
-    for model in (Run, MetricRow, DebugRow, SeriesRow, SeriesBlockRow, EventRow, LogRow):
-        table = model.__table__  # type: ignore[attr-defined]
-        declared = importing.COLUMNS[table.name]
-        columns = [c for c in table.columns if not (c.primary_key and c.name == "id")]
-        assert list(declared) == [c.name for c in columns], table.name
-        for column in columns:  # the model's defaults are its fields' (pydantic's), not the columns'
-            default, field = declared[column.name], model.model_fields[column.name]
-            if field.is_required():
-                assert default is importing.REQUIRED, (table.name, column.name)
-            elif field.default_factory is not None:
-                assert callable(default) and type(default()) is type(field.default_factory()), (table.name, column.name)
-            else:
-                assert default == field.default and type(default) is type(field.default), (table.name, column.name)
-
-
 def test_a_fresh_file_is_made_at_the_schema_the_store_makes(tmp_path):
-    """The statements freshfile keeps are the models' (regenerate them with `python -m
-    orchestrator.store.freshfile` after a model changes); the store then opens the file as current
+    """The statements freshfile makes from store/tables.py are the ones SQLAlchemy makes of the
+    models (tests/test_store_tables.py: the rows round-trip); the store then opens the file as current
     (no upgrade, no copy kept); a second maker finds the name taken and leaves the file alone."""
     from orchestrator.store import freshfile
     from orchestrator.store.database import Store

@@ -1,4 +1,5 @@
-"""The experiment database: SQLModel tables and the queries orch needs.
+"""The experiment database: SQLModel tables and the queries orch needs. The tables are declared
+once, in store/tables.py; the models here are their typed face, held to it when defined (below).
 
 SQLite file by default (`sqlite:///orch.db`); a team's PostgreSQL by `postgresql://user@host/db`
 (the driver comes with `pip install 'orch[postgres]'`); any SQLAlchemy URL through `--db` / `ORCH_DB`.
@@ -15,14 +16,13 @@ from sqlalchemy import JSON, Column, Index, LargeBinary, event
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from . import importing, metricjson, reading, schema
+from . import importing, metricjson, modelcheck, reading, schema
 # the run statuses are the read path's, named here too for the modules that write runs
 from .reading import FAILED as FAILED, INTERRUPTED as INTERRUPTED, RUNNING as RUNNING, STATUSES as STATUSES
 from .reading import SUCCEEDED as SUCCEEDED, current_user, said, shown, what_to_check
 from orchestrator.core.clock import now
 from orchestrator.core.secrets import scrub
 from orchestrator.errors import StoreError
-
 
 
 class Run(SQLModel, table=True):
@@ -439,3 +439,7 @@ class FindingRow(SQLModel, table=True):
     why: str
     fix: str
     allowed: bool = False  # an error the experiment allows (`preflight: {allow: [code]}`): reported, not stopping the run
+
+
+modelcheck.check(SQLModel.metadata, [Run, PatchRow, MetricRow, DebugRow, SeriesRow, SeriesBlockRow, HistogramRow,
+                                     RequestRow, EventRow, LogRow, NodeLogRow, CheckpointRow, FindingRow])

@@ -3,8 +3,8 @@
 was 0.8 s of the 3 s an import of a 64 MB log took). A fresh database, or one an older orch made,
 is created or upgraded by the store (store/database.py) first, then written here too.
 
-The rows are the ones the store writes: the same tables, columns and defaults (COLUMNS, held equal
-to the models by tests/test_import.py), JSON columns encoded as the store's JSON type encodes them,
+The rows are the ones the store writes: the same tables, columns and defaults (COLUMNS, from the tables'
+one declaration, store/tables.py), JSON columns encoded as the store's JSON type encodes them,
 one statement per table executed over all its rows. The whole import is one transaction.
 """
 
@@ -18,30 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from orchestrator.core.clock import now
 from . import metricjson
-from .reading import (JSON_COLUMNS, RUN_COLUMNS, RUNNING, SCHEMA_TABLE, VERSION, current_user, postgresql_conninfo,
-                      sqlite_file)
+from . import tables
+from .reading import SCHEMA_TABLE, VERSION, postgresql_conninfo, sqlite_file
+from .tables import JSON_COLUMNS, REQUIRED
 
 FAST_COMPRESSION_FROM = 16 * 2**20  # logs from this size (bytes) are compressed at zlib's fastest level
-REQUIRED = object()  # a column every row gives
 
-# The columns of the tables an import writes, as store/database.py declares them, in its order, each
-# with its default (a callable: made per row), the primary key left to the database; the run's columns
-# are reading.RUN_COLUMNS, those not named here default to None
-_RUN_DEFAULTS = {"uid": REQUIRED, "experiment": REQUIRED, "variant": REQUIRED, "host": REQUIRED, "status": RUNNING,
-                 "repeat": 0, "spec_path": "", "spec": dict, "params": dict, "env": dict, "command": "", "flags": list,
-                 "controller": "", "username": current_user, "started_at": now}
-COLUMNS: dict[str, dict[str, Any]] = {
-    "run": {name: _RUN_DEFAULTS.get(name) for name in RUN_COLUMNS if name != "id"},
-    "metricrow": {"run_id": REQUIRED, "name": REQUIRED, "value": None, "source": "", "note": ""},
-    "debugrow": {"run_id": REQUIRED, "seq": REQUIRED, "text": REQUIRED, "fields": dict, "node": 0},
-    "seriesrow": {"run_id": REQUIRED, "kind": REQUIRED, "seq": REQUIRED, "time": None, "values": dict, "node": 0},
-    "seriesblockrow": {"run_id": REQUIRED, "kind": REQUIRED, "seq": REQUIRED, "points": REQUIRED, "data": REQUIRED,
-                       "node": 0},
-    "eventrow": {"run_id": REQUIRED, "at": now, "kind": REQUIRED, "message": REQUIRED},
-    "logrow": {"run_id": REQUIRED, "size": REQUIRED, "data": REQUIRED},
-}
+# The columns of the tables an import writes, each with its default (a callable: made per row;
+# REQUIRED: every row gives it), the generated id left to the database: the tables' one declaration
+COLUMNS: dict[str, dict[str, Any]] = {table.name: tables.written(table) for table in tables.TABLES}
 
 
 def pack(data: bytes) -> tuple[int, bytes]:
@@ -193,5 +179,5 @@ def _current(url: str, connection: Any, kind: str, errors: type[Exception]) -> W
     return Writer(url, connection, kind)
 
 
-__all__ = ["COLUMNS", "FAST_COMPRESSION_FROM", "ImportedRun", "Writer", "column_values",
+__all__ = ["COLUMNS", "FAST_COMPRESSION_FROM", "REQUIRED", "ImportedRun", "Writer", "column_values",
            "insert_sql", "open_current", "pack"]

@@ -11,7 +11,6 @@ older one is upgraded through the store (store/schema.py), as any command would.
 
 from __future__ import annotations
 
-import getpass
 import json
 import re
 import sqlite3
@@ -22,20 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import StoreError
+# the tables' one declaration (store/tables.py), named here too for the read path's users
+from .tables import FAILED as FAILED, INTERRUPTED as INTERRUPTED, JSON_COLUMNS, RUN_COLUMNS, RUNNING as RUNNING
+from .tables import SCHEMA_TABLE as SCHEMA_TABLE, SUCCEEDED as SUCCEEDED, current_user as current_user
 
 VERSION = 5  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json;
 # 4: run.effective_params; 5: seriesblock (a series as packed blocks; seriesrow kept for the runs before)
-SCHEMA_TABLE = "orch_schema"
-RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
 CHUNK = 900  # run ids per IN (...) list: under every database's limit on bound values
 
-# The Run table's columns, as store/database.py declares them (tests/test_reading.py holds them equal)
-RUN_COLUMNS = ("id", "uid", "experiment", "variant", "host", "status", "repeat", "spec_path", "spec", "params", "env",
-               "command", "flags", "error", "diagnosis", "controller", "username", "started_at", "ended_at",
-               "plan_key", "fingerprint", "server_run_id", "metrics_json", "effective_params")
-JSON_COLUMNS = frozenset({"spec", "params", "env", "flags", "diagnosis", "fields", "values", "counts", "itl_ms",
-                          "transforms", "effective_params"})
 RunRow = namedtuple("RunRow", RUN_COLUMNS)  # type: ignore[misc]  # a run as Store.get returns it, as plain data
 _TABLES = {"sqlite": "SELECT name FROM sqlite_master WHERE type = 'table'",
            "postgresql": "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"}
@@ -60,16 +54,6 @@ def what_to_check(url: str) -> str:
 def said(exc: BaseException) -> str:
     """A driver's message on one line, a password in it hidden (`shown`)."""
     return shown(" ".join(str(exc).split()))
-
-
-def current_user() -> str:
-    """Who is making runs: the login name, or the uid where the system has no name for it."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        import os
-
-        return str(os.getuid())
 
 
 def decoded(name: str, value: Any) -> Any:
