@@ -16,10 +16,11 @@ from sqlalchemy import JSON, Column, Index, LargeBinary, event
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from . import importing, metricjson, modelcheck, reading, schema
-# the run statuses are the read path's, named here too for the modules that write runs
-from .reading import FAILED as FAILED, INTERRUPTED as INTERRUPTED, RUNNING as RUNNING, STATUSES as STATUSES
-from .reading import SUCCEEDED as SUCCEEDED, current_user, said, shown, what_to_check
+from . import importing, metricjson, modelcheck, runrecord, schema
+from .reader import said, shown, what_to_check
+# the run statuses are the tables', named here too for the modules that write runs
+from .tables import FAILED as FAILED, INTERRUPTED as INTERRUPTED, RUNNING as RUNNING, STATUSES as STATUSES
+from .tables import SUCCEEDED as SUCCEEDED, current_user as current_user
 from orchestrator.core.clock import now
 from orchestrator.core.secrets import scrub
 from orchestrator.errors import StoreError
@@ -375,7 +376,7 @@ class Store:
     def record(self, run: Run) -> dict[str, Any]:
         """The whole run as plain data: what `show --json` prints and `diff` compares (the read
         path's record, over this store's connections)."""
-        return reading.record(self, run)
+        return runrecord.record(self, run)
 
 
 def _driver_url(url: str) -> str:

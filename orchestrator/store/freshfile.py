@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 
 from . import tables
-from .reading import SCHEMA_TABLE, VERSION
+from .tables import SCHEMA_TABLE, VERSION
 
 # The schema's statements, made from the tables' one declaration
 STATEMENTS = tables.statements()

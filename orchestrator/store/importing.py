@@ -20,8 +20,8 @@ from typing import IO, Any
 
 from . import metricjson
 from . import tables
-from .reading import SCHEMA_TABLE, VERSION, postgresql_conninfo, sqlite_file
-from .tables import JSON_COLUMNS, REQUIRED
+from .reader import postgresql_conninfo, sqlite_file
+from .tables import JSON_COLUMNS, REQUIRED, SCHEMA_TABLE, VERSION
 
 FAST_COMPRESSION_FROM = 16 * 2**20  # logs from this size (bytes) are compressed at zlib's fastest level
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]  # the encoder's own, in C
 from typing import Any
 
-from .reading import CHUNK
+from .reader import CHUNK
 
 compact = json.JSONEncoder(default=str, separators=(",", ":")).encode  # one encoder: json.dumps makes one a call
 _KEYS: dict[str, str] = {}  # a metric name -> its JSON key and colon (a listing names a few dozen, a million times)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any
 
-from .reading import CHUNK, SUCCEEDED, columns, decoded, of
+from .reader import CHUNK, columns, decoded, of
+from .tables import SUCCEEDED
 
 __all__ = ["CHUNK", "LISTED", "comparable_runs", "experiments", "hosts", "listed_lines", "listed_runs", "metric_names",
            "run_metrics", "run_patches", "status_counts"]

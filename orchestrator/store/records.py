@@ -2,7 +2,7 @@
 
 The same keys as Store.record (a subset: no env, command, events, histograms, checkpoint facts,
 log), read per table for all the runs at once instead of a handful of queries per run, over plain
-DB-API (store/reading.py).
+DB-API (store/reader.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from . import series
 from .queries import run_metrics
-from .reading import Reader, columns, decoded, of
+from .reader import Reader, columns, decoded, of
 
 COLUMNS = ("id", "uid", "experiment", "variant", "host", "status", "repeat", "params", "flags", "error",
            "started_at", "ended_at")

@@ -19,7 +19,8 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, Prog
 from sqlmodel import SQLModel
 
 from . import metricjson
-from .reading import SCHEMA_TABLE as TABLE, VERSION, shown
+from .reader import shown
+from .tables import SCHEMA_TABLE as TABLE, VERSION
 from orchestrator.errors import StoreError
 
 METRICS_TEXT_FROM = 3  # the first version whose runs carry their metrics as text: older ones get it made

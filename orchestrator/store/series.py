@@ -10,7 +10,7 @@ from typing import Any
 
 from orchestrator.engines import seriesblock
 from orchestrator.engines.seriesblock import SeriesBlock
-from .reading import Reader, decoded, of
+from .reader import Reader, decoded, of
 
 TABLE = "seriesblockrow"
 

@@ -18,6 +18,9 @@ from typing import Any
 from orchestrator.core.clock import now
 
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
+STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
+VERSION = 5  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json;
+# 4: run.effective_params; 5: seriesblock (a series as packed blocks; seriesrow kept for the runs before)
 SCHEMA_TABLE = "orch_schema"
 
 
@@ -186,5 +189,6 @@ def shape(table: Table) -> tuple[tuple[tuple[str, str, bool, Any], ...], tuple[s
     return tuple((c.name, c.kind, c.nullable, c.default) for c in table.columns), table.key, frozenset(table.indexes)
 
 
-__all__ = ["BY_NAME", "Column", "Index", "JSON_COLUMNS", "REQUIRED", "RUN", "RUN_COLUMNS", "SCHEMA_TABLE", "TABLES",
-           "Table", "create_index", "create_table", "current_user", "shape", "statements", "written"]
+__all__ = ["BY_NAME", "Column", "Index", "JSON_COLUMNS", "REQUIRED", "RUN", "RUN_COLUMNS", "SCHEMA_TABLE", "STATUSES", "TABLES",
+           "Table", "create_index", "create_table", "current_user", "shape", "statements",
+           "VERSION", "written"]
