@@ -118,3 +118,10 @@ def test_orch_check_on_the_real_vllm_reads_the_tiny_targets_real_tokenizer(tmp_p
     assert code == 2, found
     assert f"{first!r}: {vocab[second]} in the target's, {vocab[first]} in the draft's" in found["tokenizer-mismatch"]["what"]
     assert not (project / "host" / "checkpoints").exists()  # nothing was pushed
+
+
+def test_vllms_heterogeneous_vocabulary_is_not_a_mismatch():
+    from orchestrator.engines.vllm.preflight_run import same_vocabulary
+
+    assert same_vocabulary({"model": "/d", "method": "eagle3"})
+    assert not same_vocabulary({"model": "/d", "method": "draft_model", "use_heterogeneous_vocab": True})

@@ -58,8 +58,15 @@ async def findings_for(session: HostSession, launch: Command, overlay: Mapping[s
         await package_version(session.conn, where, hostside.VERSION_FILES),
         await _sources(session, where, target), spec, target, draft,
         {name: info.shape for name, info in weights.tensors.items()}, weights.vocab.get("d2t"))
-    own_tokenizer = await tokenizers.check(files, str(model_path), str(spec["model"]))
+    own_tokenizer = await tokenizers.check(files, str(model_path), str(spec["model"])) if same_vocabulary(spec) else []
     return acknowledged([*found, *preflight.check(facts), *own_tokenizer], allow)
+
+
+def same_vocabulary(spec: Mapping[str, object]) -> bool:
+    """Whether the draft must speak the target's tokenizer: vLLM gives a draft the target's tokenizer
+    unless `use_heterogeneous_vocab` (0.32.0 config/speculative.py: the draft_model method loads the
+    draft's own and translates), where another tokenizer is the point, not a fault."""
+    return not spec.get("use_heterogeneous_vocab")
 
 
 def speculative_config(launch: Command) -> dict[str, object] | None:
