@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from support.specs import make_run
-from orchestrator.cli import compare as compare_cli, listing
+from orchestrator.api import compare, listing
 from orchestrator.errors import SpecError
 from orchestrator.store.database import Store
 
@@ -47,9 +47,9 @@ def test_ls_where_an_unknown_key_names_the_close_one(store):
 
 
 def test_compare_where_reads_alike(store):
-    chosen, left_out = compare_cli.load(store, "sweep", {"steps": 4})
+    chosen, left_out = compare.load(store, "sweep", {"steps": 4})
     assert [r["id"] for r in chosen] == [1, 2] and left_out["not matching --where"] == 1
-    chosen, _ = compare_cli.load(store, "sweep", {"asked.steps": 8})
+    chosen, _ = compare.load(store, "sweep", {"asked.steps": 8})
     assert [r["id"] for r in chosen] == [1, 3]
 
 

@@ -178,7 +178,7 @@ def test_many_runs_metrics_are_read_in_one_pass_as_run_by_run(url, monkeypatch):
 
 
 def test_ls_json_writes_params_as_stored_or_decoded_alike(url):
-    from orchestrator.cli import listing
+    from orchestrator.api import listing
 
     store, reader = Store(url), reading.open_url(url)
     metrics = queries.run_metrics(reader, [r.id for r in store.runs()])
@@ -196,7 +196,7 @@ def test_ls_json_writes_params_as_stored_or_decoded_alike(url):
 def test_ls_json_lines_are_the_encoders_text_of_any_value():
     """`orch ls --json` writes each line field by field: byte for byte what the JSON encoder writes,
     also for NaN, infinities, nulls, non-ASCII text and nested params."""
-    from orchestrator.cli import listing
+    from orchestrator.api import listing
 
     compact = json.JSONEncoder(default=str, separators=(",", ":")).encode
     run = queries.Listed(7, "ü-7", "e\"x", "v", "h", "failed", None, ["slow", "ü"], {"p": 1.5, "q": [1, None]},
@@ -215,7 +215,7 @@ def test_ls_json_of_identities_sqlite_makes_is_byte_identical(url, tmp_path):
     by json_object, the stored metrics text) and, on PostgreSQL, its stored metrics text: the same
     bytes as written field by field here from the metric rows, also for text SQLite would write
     otherwise (UTF-8, a backslash) and for NaN, infinities and nulls."""
-    from orchestrator.cli import listing
+    from orchestrator.api import listing
 
     def both(at: str, **filters):
         reader = reading.open_url(at)

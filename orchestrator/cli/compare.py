@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import typer
 
@@ -14,11 +13,6 @@ from .app import app, dumps, settings
 
 WHERE_HELP = ("Only runs whose param has this value as the engine ran it: key=value (a number or true/false as `--set` "
               "reads it); asked.key=value the command's value, effective.key=value the engine's print alone. Repeatable.")
-
-
-def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The experiment's succeeded runs matching `where` and the runs left out (the face's, api/compare.py)."""
-    return comparing.load(store, experiment, where)
 
 
 @app.command("compare")
