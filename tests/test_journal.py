@@ -107,6 +107,23 @@ def test_status_tells_applied_pending_and_drifted(setup):
     assert [r.state for r in run(journal.status())] == [DRIFTED]
 
 
+def test_status_of_a_file_patched_twice_is_applied_not_drift(setup):
+    """Two patches of one run to one file (the second's before is the first's after): both applied,
+    not the first drifted (which stopped a second run of the same set at its drift check)."""
+    from orchestrator.host.journal import APPLIED, PENDING
+
+    target, journal = setup
+    run(apply(journal, target, seq=1))
+    second = PatchDef("dbg2", "/abs", "e.yaml:2", "return x", "insert_after", "print('again')")
+    before, after = run(journal.prepare(second, str(target)))
+    run(journal.apply("r1", 2, second, str(target), before, after))
+    assert [r.state for r in run(journal.status())] == [APPLIED, APPLIED]
+    target.write_bytes(before)  # the second reverted, the first not yet (a crash between the two)
+    assert [r.state for r in run(journal.status())] == [APPLIED, PENDING]
+    target.write_text("edited by hand\n")
+    assert [r.state for r in run(journal.status())] == [DRIFTED, DRIFTED]
+
+
 def test_sweep_and_revert_remove_what_a_killed_writer_left(setup):
     """A saved original without its record (killed between the two) and temporary files beside
     the target or in the journal (killed between write and rename) are removed under the lock."""

@@ -57,6 +57,18 @@ class PatchRecord:
     restore: str = ""  # the original kept beside the file (a revert renames it back); "" in older records
 
 
+def _reached(record: PatchRecord, later: list[PatchRecord]) -> set[str]:
+    """The hashes the file may have with `record` applied: its own after, or the after of each later
+    patch of the same file chained on top of it (two patches of one run to one file: the first's
+    after is the second's before), so a file patched twice is not drift of its first patch."""
+    reached, head = {record.sha256_after}, record.sha256_after
+    for other in later:
+        if other.file == record.file and other.sha256_before == head:
+            head = other.sha256_after
+            reached.add(head)
+    return reached
+
+
 class Journal:
     def __init__(self, conn: Connection, workdir: str):
         self.conn = conn
@@ -133,13 +145,17 @@ class Journal:
         """Records on the host with the state their file is in now: applied (the patched bytes),
         drifted (changed since, or marked so), or pending (the original bytes: a crash came
         between the record and the rename, or between restoring and forgetting)."""
+        records = await self.records()
+        digests = {file: await self._digest(file) for file in dict.fromkeys(r.file for r in records)}
         current = []
-        for record in await self.records():
-            digest = await self._digest(record.file)
-            if record.state == DRIFTED or digest not in (record.sha256_after, record.sha256_before):
-                current.append(replace(record, state=DRIFTED))
+        for i, record in enumerate(records):
+            digest = digests[record.file]
+            if record.state != DRIFTED and digest in _reached(record, records[i + 1:]):
+                current.append(replace(record, state=APPLIED))
+            elif record.state != DRIFTED and digest == record.sha256_before:
+                current.append(replace(record, state=PENDING))
             else:
-                current.append(replace(record, state=APPLIED if digest == record.sha256_after else PENDING))
+                current.append(replace(record, state=DRIFTED))
         return current
 
     async def digest(self, file: str) -> str | None:
