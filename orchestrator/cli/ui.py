@@ -255,7 +255,7 @@ def host_facts(facts: list[Any]) -> None:
             table.add_row(line(f.host), "[red]unreachable[/]", "", "", "", "", "", "")
             continue
         found = "; ".join(f"{_package_name(name, p)} {p['version'] or '?'} {p['dir']}"
-                          for name, p in f.packages.items()) or "-"
+                          for name, p in f.packages.items()) or _rehearsed(f)
         gpus = f"{len(f.gpus)}x {f.gpus[0].name}" if f.gpus else "-"
         if f.gpu_processes:
             gpus += f" ({len(f.gpu_processes)} procs)"
@@ -267,6 +267,11 @@ def host_facts(facts: list[Any]) -> None:
     for f in facts:
         if not f.reachable:  # below the table: the reasons are long and name what to do
             console.print(f"[red]unreachable:[/] {line(f.error or f.host)}", soft_wrap=True)
+
+
+def _rehearsed(facts: Any) -> str:
+    """A rehearsal host's engine before its first run installed the stand-in; "-" elsewhere."""
+    return f"rehearsal {facts.rehearsal} (installed by the first run)" if facts.rehearsal else "-"
 
 
 def _package_name(package: str, found: dict[str, str]) -> str:

@@ -38,7 +38,8 @@ class HostFacts:
     host: str
     reachable: bool
     error: str | None = None
-    rtt_ms: float | None = None
+    rtt_ms: float | None = None  # the link's round trip: the facts command's wall time less the host's part
+    host_ms: float | None = None  # what the host spent gathering the facts (its Python's start-up above all)
     hostname: str | None = None
     os: str | None = None
     kernel: str | None = None
@@ -52,6 +53,7 @@ class HostFacts:
     workdir: str | None = None
     port: int | None = None
     port_listening: bool | None = None
+    rehearsal: str | None = None  # on a rehearsal host, the release it emulates; its GPUs are simulated
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -64,7 +66,8 @@ Packages = tuple[tuple[str, tuple[str, ...]], ...]  # (package, its version file
 
 async def check(host: Host, conn: Connection, port: int = DEFAULT_PORT, timeout: float = CHECK_TIMEOUT,
                 packages: Packages = ()) -> HostFacts:
-    """Run the facts script once; the round-trip time is that command's, handshake excluded."""
+    """Run the facts script once; the round trip is that command's wall time (handshake excluded)
+    less the time the host's own clock says it spent on the script."""
     script = shell.host_facts(host.python, host.workdir, port, host.rehearsal_dir, packages)
     started = time.perf_counter()
     done = await conn.run(script, timeout=timeout)
@@ -105,8 +108,12 @@ def parse(host: Host, text: str, rtt_ms: float, port: int) -> HostFacts:
         else:
             values[key] = value.strip()
     free_kib = _int(values.get("disk_free_kib"))
+    host_ms = _host_ms(values)
+    if host.rehearsal and not gpus:  # the rehearsal's GPUs are the inventory's count, simulated
+        gpus = [Gpu("simulated (rehearsal)", None, None)] * host.gpus
     return HostFacts(
-        host=host.name, reachable=True, rtt_ms=round(rtt_ms, 2),
+        host=host.name, reachable=True, rtt_ms=round(max(rtt_ms - (host_ms or 0.0), 0.0), 2),
+        host_ms=None if host_ms is None else round(host_ms, 2), rehearsal=host.rehearsal,
         hostname=values.get("hostname") or None, os=values.get("os") or None, kernel=values.get("kernel") or None,
         python=values.get("python") or None, python_path=values.get("python_path") or None,
         python_error=(f"{host.python} failed (exit {values['python_error']}); set the host's `python:`"
@@ -116,6 +123,16 @@ def parse(host: Host, text: str, rtt_ms: float, port: int) -> HostFacts:
         disk_free_bytes=None if free_kib is None else free_kib * 1024, workdir=host.workdir,
         port=port, port_listening=values.get("port_listening") == "1" if "port_listening" in values else None,
     )
+
+
+def _host_ms(values: dict[str, str]) -> float | None:
+    """The host's own milliseconds between the script's first and last line; None where its bash
+    has no $EPOCHREALTIME (before 5.0) or its clock stepped back."""
+    try:  # a locale with a decimal comma writes 1700000000,123456
+        began, ended = (float(values[key].replace(",", ".")) for key in ("began", "ended"))
+    except (KeyError, ValueError):
+        return None
+    return (ended - began) * 1000 if ended >= began else None
 
 
 def _packages(values: dict[str, str]) -> dict[str, dict[str, str]]:

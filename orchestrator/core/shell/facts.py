@@ -18,10 +18,13 @@ def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = No
     Python the basic facts still come from the shell.
 
     Output: lines `__ORCH_FACT__ key=value`; GPU and GPU-process lines are nvidia-smi's CSV rows.
+    `began` and `ended` are the host's clock ($EPOCHREALTIME, bash 5) around the script, so the
+    controller can tell the link's round trip from the time the host spent gathering facts.
     """
     m = FACTS_MARKER
     wanted = ",".join(name + ":" + "+".join(files) for name, files in packages)
     return "\n".join([
+        f'echo "{m} began=$EPOCHREALTIME"',
         f"{pythonpath_prefix(pythonpath)}{path(python)} -c {quote(programs.source('facts'))} {quote(m)} {path(workdir)} {int(port)} "
         f"{quote(wanted)} 2>/dev/null"
         f' || {{ echo "{m} python_error=$?"; echo "{m} hostname=$(uname -n)"; echo "{m} os=$(uname -sr)";'
@@ -32,4 +35,5 @@ def host_facts(python: str, workdir: str, port: int, pythonpath: str | None = No
         f"  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits 2>/dev/null"
         f" | sed 's/^/{m} gpu_process=/'",
         "fi",
+        f'echo "{m} ended=$EPOCHREALTIME"',
     ])
