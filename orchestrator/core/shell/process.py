@@ -23,6 +23,14 @@ LIVE_GROUP = (
     's=${s##*") "}; set -f; set -- $s; set +f; [ "$1" != Z ] && [ "$3" = "$g" ] && return 0; done; return 1; }; '
 )
 
+# The process groups with a live (not zombie) process, in `$groups` as " pgid pgid ... ": one pass
+# over /proc, however many groups are asked about (a pass per group costs the folders times the
+# host's processes: `runfolders.py`).
+LIVE_GROUPS = (
+    'groups=" $(for d in /proc/[0-9]*; do { read -r s < "$d/stat"; } 2>/dev/null || continue; '
+    's=${s##*") "}; set -f; set -- $s; set +f; [ "$1" != Z ] && printf \'%s \' "$3"; done) "; '
+)
+
 
 def _require_variable_names(names: Iterable[str]) -> None:
     """Names that go into a shell's environment unquoted must be variable names."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .process import LIVE_GROUP
+from .process import LIVE_GROUP, LIVE_GROUPS
 from .quoting import join, path, quote
 
 RUN_UID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")  # what orch names a run folder
@@ -24,10 +24,16 @@ def run_folders(runs_dir: str, log: str) -> str:
 
 def live_run_folders(runs_dir: str) -> str:
     """The name of each run folder of `runs_dir` whose server's process group (its pid file) has a
-    live process, one a line; zombies aside."""
+    live process and whose launch wrapper recorded no exit code, one a line; zombies aside. A folder
+    whose server ended costs two file tests (the folders of every past run stay until `orch clean`),
+    and /proc is read once for all the others, not once per folder: recovery runs before each
+    command's work, so its cost must not grow with the runs a host has seen."""
     return (
-        f"{LIVE_GROUP}cd {path(runs_dir)} 2>/dev/null || exit 0; for d in */; do d=${{d%/}}; "
-        "[ -f \"$d/pid\" ] && g=$(cat \"$d/pid\") && [ -n \"$g\" ] && (live_group) && printf '%s\\n' \"$d\"; done; true"
+        f"cd {path(runs_dir)} 2>/dev/null || exit 0; asked=; for d in */; do d=${{d%/}}; "
+        "case \"$d\" in *[!A-Za-z0-9_.:-]*) continue;; esac; "
+        "[ -f \"$d/pid\" ] && [ ! -f \"$d/exit_code\" ] || continue; g=; { read -r g < \"$d/pid\"; } 2>/dev/null; "
+        "case \"$g\" in ''|*[!0-9]*) continue;; esac; asked=\"$asked $d:$g\"; done; [ -n \"$asked\" ] || exit 0; "
+        f"{LIVE_GROUPS}for w in $asked; do case \"$groups\" in *\" ${{w##*:}} \"*) printf '%s\\n' \"${{w%:*}}\";; esac; done; true"
     )
 
 
