@@ -3,6 +3,7 @@
 As root: builds N hosts (default 32), each a network namespace with its own sshd (tests/sshd.py),
 then times, on the same hosts and in one run:
   orch hosts check --json                       (facts script, one round trip per host)
+  parallel-ssh -p N -i FACTS                    (one OpenSSH client per host, the same facts script)
   parallel-ssh -p N -i hostname                 (one OpenSSH client per host)
   ansible all -m raw -a hostname -f N           (one OpenSSH client per host, no ControlPersist)
 Wall time is the median of --repeat runs; controller CPU is user+sys of the command and all its
@@ -32,6 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import sshd  # noqa: E402
+from orchestrator import engines  # noqa: E402
+from orchestrator.core import shell  # noqa: E402
+from orchestrator.remote import connect  # noqa: E402
 from orchestrator.remote.group import fan_out  # noqa: E402
 
 TOOLS = {"parallel-ssh": ("parallel-ssh", "pssh"), "ansible": ("ansible", "ansible-core")}
@@ -108,6 +112,9 @@ def compare(fleet: sshd.Fleet, work: Path, repeat: int, host_python: str) -> Non
         lambda d: d.returncode == 0 and len(d.stdout.split()) == n)
     if ensure_tool(*TOOLS["parallel-ssh"]):
         ssh_options = f"-F /dev/null -i {files['key']} -o UserKnownHostsFile={files['known']} -o StrictHostKeyChecking=yes"
+        results["pssh-facts"] = measure(
+            "pssh facts", ["parallel-ssh", "-h", str(files["pssh"]), "-p", str(n), "-t", "60", "-x", ssh_options,
+                           "-i", facts_command(host_python)], env, repeat, lambda d: d.returncode == 0)
         results["parallel-ssh"] = measure(
             "parallel-ssh", ["parallel-ssh", "-h", str(files["pssh"]), "-p", str(n), "-t", "60", "-x", ssh_options,
                              "-i", "hostname"], env, repeat, lambda d: d.returncode == 0)
@@ -120,12 +127,20 @@ def compare(fleet: sshd.Fleet, work: Path, repeat: int, host_python: str) -> Non
     ratios(results)
 
 
+def facts_command(host_python: str) -> str:
+    """The command `orch hosts check` sends each host (its workdir aside), as an exec channel runs it."""
+    packages = tuple((engine.package, engine.version_files()) for engine in map(engines.get, engines.KNOWN))
+    return shell.in_bash(shell.host_facts(host_python, "/tmp", 30000, None, packages))
+
+
 def ratios(results: dict[str, dict | None]) -> None:
-    for mine in ("orch", "orch-hostname"):
+    pairs = {"orch": (("pssh-facts", "wall <= 0.9"), ("parallel-ssh", "wall <= 1.0"), ("ansible", "CPU <= 0.5")),
+             "orch-hostname": (("parallel-ssh", "wall <= 0.9"), ("ansible", "CPU <= 0.5"))}
+    for mine, others in pairs.items():
         ours = results.get(mine)
         if not ours:
             continue
-        for other, target in (("parallel-ssh", "wall <= 1.0"), ("ansible", "CPU <= 0.5")):
+        for other, target in others:
             theirs = results.get(other)
             if theirs:
                 print(f"{mine:13s} / {other:12s}: wall {ours['wall'] / theirs['wall']:.2f}   "
@@ -143,7 +158,7 @@ def hostname_only(inventory: Path) -> None:
     async def run(conn) -> str:
         return (await conn.run("hostname")).out.strip()
 
-    results = asyncio.run(fan_out(hosts, run))
+    results = asyncio.run(fan_out(hosts, run, opener=connect))
     print("\n".join(str(r) for r in results.values()))
     sys.exit(0 if all(isinstance(r, str) for r in results.values()) else 3)
 
@@ -167,7 +182,7 @@ async def no_drops_on_one_sshd(folder: Path, connections: int) -> None:
         async def hold(conn) -> str:
             return (await conn.run("true")).command
 
-        unbounded = await fan_out(hosts, hold, limit=connections)
+        unbounded = await fan_out(hosts, hold, limit=connections, opener=connect)
         lost = sum(1 for r in unbounded.values() if not isinstance(r, str))
         print(f"  for contrast, {connections} opens at once (no bound, handshake retries only): {lost} failed")
     finally:
