@@ -20,7 +20,7 @@ from orchestrator.host import lifecycle, server
 from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.host.lock import HostLock
 from orchestrator.remote import connect
-from orchestrator.run import check, stages
+from orchestrator.run import check, launch, stages
 from orchestrator.run.attempt import Attempt
 from orchestrator.store.database import CheckpointRow, Run, Store
 from reporting import Recorder
@@ -46,7 +46,7 @@ def test_every_hosts_work_runs_at_once(tmp_path: Path):
 
 def test_orch_check_checks_every_host_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     hosts = local_hosts(tmp_path, 2)
-    plans = [SimpleNamespace(variant=f"v{i}", params={}, nodes=1) for i in range(2)]  # one per host (least loaded first)
+    plans = [SimpleNamespace(variant=f"v{i}", params={}, tp_size=1, nodes=1) for i in range(2)]  # one per host (least loaded first)
     both = asyncio.Barrier(2)
 
     async def checking(spec: object, plan: SimpleNamespace, session: object) -> dict[str, str]:
@@ -113,8 +113,9 @@ def test_a_push_reports_its_bytes_through_the_reporter(tmp_path: Path, monkeypat
     async def go() -> None:
         session = await lifecycle.open_session(host)
         try:
+            context = {"checkpoints": {"draft": dest}}
             attempt = Attempt(spec, SimpleNamespace(variant="v"), engines.get(), session, store, run,  # type: ignore[arg-type]
-                              recorder, {"checkpoints": {"draft": dest}}, "v@h0", "", {})
+                              recorder, context, launch.of(context, ""), "v@h0", {})
             await stages.push_checkpoints(attempt)
         finally:
             await session.close()

@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 from orchestrator import engines
 from orchestrator.errors import PreflightError
-from orchestrator.run import preflight as run_preflight
+from orchestrator.run import launch, preflight as run_preflight
 from orchestrator.run.attempt import Attempt
 from orchestrator.engines.sglang import preflight_run, preflight_source
 from orchestrator.core import shell
@@ -381,7 +381,8 @@ def test_the_gate_stores_every_finding_and_stops_only_on_errors_not_allowed(sgla
             script = (f"exec python -m sglang.launch_server --model-path {target} --speculative-algorithm EAGLE "
                       f"--speculative-draft-model-path {draft}\n")  # what the gate reads, not the params
             await run_preflight.gate(Attempt(type("Spec", (), {"preflight": True})(), plan, engines.get("sglang"),
-                                             session, store, run, reporter, context, "story@gpu", script, {}))
+                                             session, store, run, reporter, context, launch.of(context, script),
+                                             "story@gpu", {}))
         finally:
             await session.conn.close()
 

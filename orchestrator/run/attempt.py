@@ -8,8 +8,9 @@ may read is typed here, and a stage that needs more says so in this file.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -155,24 +156,28 @@ class Attempt:
     store: Store
     run: Run
     reporter: Reporter  # secrets already hidden
-    context: dict[str, Any]  # the render context of the launch script (`execute.run_context`)
+    context: dict[str, Any]  # the render context of the launch script (`rendercontext.py`): what a relaunch renders anew from
+    launch: Launch  # the context and the script rendered from it read once (`launch.of`): what the stages read
     label: str  # `variant@host #id`, what its progress lines start with (runs at once on a host differ by id)
-    script: str  # the rendered launch script
     secrets: dict[str, str]  # the run's secret values by name: hidden from all it prints and records
     stage: Stage | None = None
     serving: Serving | None = None  # the server the run uses, once launched or joined (serving.py)
-    node: int = 0  # its node rank in a run over several hosts (multinode.py); 0 for every other run
     peers: list[Attempt] = field(default_factory=list)  # rank 0's: the run on each other node, in rank order
-    asked: dict[str, Any] = field(default_factory=dict)  # the command's options as the engine parses them (effective.py)
-    launch: Launch = field(init=False)  # the context read once into typed fields; what the stages read
 
-    def __post_init__(self) -> None:
-        self.launch = launches.of(self.context)
+    @property
+    def node(self) -> int:
+        """Its node rank in a run over several hosts (multinode.py); 0 for every other run."""
+        return self.launch.node
 
     def rendered(self, context: dict[str, Any], script: str) -> None:
-        """The launch rendered anew (another port): its context, its script and their reading."""
-        self.context, self.script = context, script
-        self.launch = launches.of(context)
+        """The launch rendered anew (another port): its context, and their reading with the
+        engine's reading of the command kept (it was read once, before the launch)."""
+        self.context = context
+        self.launch = launches.of(context, script, self.launch.asked)
+
+    def read(self, asked: Mapping[str, object]) -> None:
+        """The engine's reading of the launch command (`Engine.launch_args`), read once by the flag check."""
+        self.launch = dataclasses.replace(self.launch, asked=asked)
 
     def enter(self, stage: Stage) -> None:
         self.stage = stage

@@ -28,7 +28,7 @@ def _load(attempt: Attempt) -> specs.Workload:
 
 
 async def _flags_accepted(node: Attempt) -> None:
-    await node.engine.check_launch(node.session, node.script, node.spec.template, node.says, node.label)
+    await node.engine.check_launch(node.session, node.launch.command, node.spec.template, node.says, node.label)
 
 
 async def check_flags(going: Going) -> None:
@@ -149,9 +149,9 @@ async def join(going: Going) -> None:
 
 
 async def _node_launched(port: int, peer: Attempt) -> None:
-    srv = await server.launch(peer.session.conn, peer.launch.run_dir, peer.script, port, peer.secrets)
+    srv = await server.launch(peer.session.conn, peer.launch.run_dir, peer.launch.command, port, peer.secrets)
     peer.serving = serving.Serving(peer, srv, users=[peer.run])
-    peer.store.event(peer.run, "node-launched", f"node {peer.node} on {peer.session.host.name}: pid {srv.pgid} "
+    peer.store.event(peer.run, "node-launched", f"node {peer.node} on {peer.launch.host}: pid {srv.pgid} "
                      f"in {srv.run_dir}")
     peer.say(f"node {peer.node} launched (pid {srv.pgid})")
 
@@ -163,7 +163,7 @@ async def _launch_and_wait(attempt: Attempt, port: int, relaunched: bool = False
     hosts shares the port with its other nodes, so it fails at once)."""
     session, store, run = attempt.session, attempt.store, attempt.run
     attempt.enter(Stage.LAUNCH)
-    srv = await server.launch(session.conn, attempt.launch.run_dir, attempt.script, port, attempt.secrets)
+    srv = await server.launch(session.conn, attempt.launch.run_dir, attempt.launch.command, port, attempt.secrets)
     held = serving.launched(attempt, srv)
     store.event(run, "launched", f"pid {srv.pgid} in {srv.run_dir}")
     await multinode.on_peers(attempt, functools.partial(_node_launched, port))
@@ -195,7 +195,7 @@ async def _move_to_a_free_port(attempt: Attempt, taken: int) -> int:
     context = rendercontext.on_port(attempt.context, port)
     attempt.rendered(context, render.launch_script(spec.template, context))
     attempt.run = attempt.store.update_run(attempt.run, params={**attempt.run.params, "port": port},
-                                           command=hide(attempt.script, attempt.secrets))
+                                           command=hide(attempt.launch.command, attempt.secrets))
     attempt.store.event(attempt.run, "port-relaunch", f"relaunched on port {port}, free on the host now")
     attempt.warn(f"port {taken} was taken after the check, at the server's bind; relaunched on port {port}")
     return port

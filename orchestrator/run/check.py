@@ -46,12 +46,11 @@ def _quiet(label: str, text: str) -> None:
 async def _check_one(spec: Spec, plan: RunPlan, session: HostSession) -> dict[str, Any]:
     engine = engines.get(spec.engine)
     context = execute.run_context(spec, plan, session.host, "check")
-    launch = launches.of(context)
-    script = render.launch_script(spec.template, context)
-    flag_findings = await engine.launch_findings(session, script, spec.template)
+    launch = launches.of(context, render.launch_script(spec.template, context))
+    flag_findings = await engine.launch_findings(session, launch.command, spec.template)
     flag_findings += await tool.findings(engine, session, spec, plan.workload or spec.workload, launch.port)
     overlay: dict[str, Path] = await stages.local_checkpoints(spec, launch.checkpoints)
-    found = await engine.preflight(session, script, launch.env, plan.patches, overlay, plan.allow)
+    found = await engine.preflight(session, launch.command, launch.env, plan.patches, overlay, plan.allow)
     params = {k: launch.params.get(k) for k in ("model_path", "draft_model_path")}
     return {"variant": plan.variant, "host": session.host.name, "params": params,
             "findings": flag_findings + await _patch_findings(session, plan) + [f.as_json() for f in found]}

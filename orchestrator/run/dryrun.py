@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from orchestrator import engines
 from orchestrator.core import patching, render
 from orchestrator.core.secrets import redact
@@ -26,20 +24,19 @@ async def dry_run_one(spec: Spec, plan: RunPlan, session: HostSession, reporter:
     uid = "dry-run"
     label = f"{plan.variant}@{session.host.name}"
     engine = engines.get(spec.engine)
-    context, script = _dry_script(spec, plan, session, reporter, label, nodes, 0)
+    launch = _dry_script(spec, plan, session, reporter, label, nodes, 0)
     try:
-        await engine.check_launch(session, script, spec.template, reporter.message, label)
+        await engine.check_launch(session, launch.command, spec.template, reporter.message, label)
         load = plan.workload or spec.workload
         if load.tool is not None:
-            launch = launches.of(context)
             found = await tool.command(engine, session, spec, load, launch.run_dir, launch.port)
             reporter.message(label, f"workload: python -m {found.module} {' '.join(found.argv)}")
-        await _dry_preflight(spec, plan, session, reporter, context, label)
+        await _dry_preflight(spec, plan, session, reporter, launch, label)
         await _dry_patches(session, plan, reporter, label, spec.accept_drift)
         for rank, other in enumerate(nodes.peers if nodes is not None else (), 1):
             node_label = f"{plan.variant}@{other.host.name}"
-            _, node_script = _dry_script(spec, plan, other, reporter, node_label, nodes, rank)
-            await engine.check_launch(other, node_script, spec.template, reporter.message, node_label)
+            node = _dry_script(spec, plan, other, reporter, node_label, nodes, rank)
+            await engine.check_launch(other, node.command, spec.template, reporter.message, node_label)
             await _dry_patches(other, plan, reporter, node_label, spec.accept_drift)
     except OrchError as exc:
         return Outcome(None, uid, plan.variant, session.host.name, FAILED, error=str(exc), exit_code=exc.exit_code)
@@ -65,14 +62,13 @@ async def dry_run_nodes(spec: Spec, plan: RunPlan, sessions: list[HostSession], 
 
 
 def _dry_script(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter, label: str,
-                nodes: multinode.Nodes | None, rank: int) -> tuple[dict[str, Any], str]:
-    """Node `rank`'s context and launch script, the script shown (secrets hidden)."""
+                nodes: multinode.Nodes | None, rank: int) -> launches.Launch:
+    """Node `rank`'s launch, its script shown (secrets hidden)."""
     context = rendercontext.node_context(spec, plan, session.host, "dry-run", nodes, rank)
-    script = render.launch_script(spec.template, context)
-    which = f"node {rank} of {nodes.count}'s launch script" if nodes is not None else "launch script"
-    launch = launches.of(context)
-    reporter.message(label, f"{which}:\n" + redact(script, launch.env, launch.secret_names))
-    return context, script
+    launch = launches.of(context, render.launch_script(spec.template, context))
+    which = f"node {launch.node} of {launch.nodes}'s launch script" if nodes is not None else "launch script"
+    reporter.message(label, f"{which}:\n" + redact(launch.command, launch.env, launch.secret_names))
+    return launch
 
 
 async def _dry_patches(session: HostSession, plan: RunPlan, reporter: Reporter, label: str, accept_drift: bool) -> None:
@@ -87,16 +83,14 @@ async def _dry_patches(session: HostSession, plan: RunPlan, reporter: Reporter, 
 
 
 async def _dry_preflight(spec: Spec, plan: RunPlan, session: HostSession, reporter: Reporter,
-                         context: dict[str, Any], label: str) -> None:
+                         launch: launches.Launch, label: str) -> None:
     """The run's preflight without its record: findings reported, errors raised."""
     if not spec.preflight:
         reporter.message(label, "preflight skipped (--no-preflight)")
         return
     # the checkpoints are not pushed: read from their local (transformed) copies, as `orch check` does
-    launch = launches.of(context)
     overlay = await stages.local_checkpoints(spec, launch.checkpoints)
-    script = render.launch_script(spec.template, context)
-    found = await engines.get(spec.engine).preflight(session, script, launch.env, plan.patches, overlay, plan.allow)
+    found = await engines.get(spec.engine).preflight(session, launch.command, launch.env, plan.patches, overlay, plan.allow)
     for f in found:
         reporter.message(label, preflight.described(f))
     preflight.stop_on_errors(found, plan.allow, label)

@@ -11,8 +11,8 @@ from .attempt import Attempt
 
 
 async def asked(attempt: Attempt) -> None:
-    """The launch command's options as the host's engine parses them, kept for the comparison."""
-    attempt.asked = await attempt.engine.launch_args(attempt.session, attempt.script, attempt.launch.env)
+    """The launch command's options as the host's engine parses them, kept in the launch for the comparison."""
+    attempt.read(await attempt.engine.launch_args(attempt.session, attempt.launch.command, attempt.launch.env))
 
 
 def record(attempt: Attempt, report: LogReport, log: bytes) -> None:
@@ -21,7 +21,7 @@ def record(attempt: Attempt, report: LogReport, log: bytes) -> None:
     if effective is None:
         return
     attempt.store.update_run(attempt.run, effective_params=effective)
-    for change in adjusted(attempt.asked, effective, log.decode(errors="replace")):
+    for change in adjusted(attempt.launch.asked, effective, log.decode(errors="replace")):
         attempt.store.event(attempt.run, "param-adjusted", change.message())
         attempt.warn(f"param adjusted by the engine: {change.message()}")
 

@@ -24,7 +24,7 @@ from . import launch as launches, lifecycle, multinode, rendercontext, serving
 from .attempt import Attempt, Reporter, hiding
 from .bringup import PORT_IN_USE as PORT_IN_USE  # named as execute.* too
 from .dryrun import dry_run_nodes as dry_run_nodes, dry_run_one as dry_run_one
-from .going import Going, Keep, Tally
+from .going import Going, Tally
 from .outcome import Outcome as Outcome
 from .preparing import prepare_patches as prepare_patches
 from .rendercontext import run_context as run_context
@@ -33,7 +33,7 @@ from orchestrator import engines
 from orchestrator.errors import OrchError
 from orchestrator.remote.group import uncancelled
 from orchestrator.remote.reconnecting import reconnections
-from orchestrator.core.secrets import hide, mask_env, secret_values
+from orchestrator.core.secrets import hide, mask_env
 from orchestrator.host.session import HostSession
 from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.core.clock import new_uid
@@ -55,22 +55,22 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
     host = session.host
     uid = new_uid(plan.variant)
     context = rendercontext.node_context(spec, plan, host, uid, nodes, 0)
-    launch = launches.of(context)
-    hidden = secret_values(launch.env, launch.secret_names)
+    script = reuse.launcher.launch.command if reuse is not None else render.launch_script(spec.template, context)
+    launch = launches.of(context, script)
+    hidden = launch.secrets
     store.keep_secret(hidden)  # every row this run writes, errors and debug lines included
-    script = reuse.launcher.script if reuse is not None else render.launch_script(spec.template, context)
     from orchestrator.store.database import Run  # the ORM only where a run is written
 
     run = Run(
-        uid=uid, experiment=spec.name, variant=plan.variant, host=host.name, repeat=plan.repeat,
+        uid=uid, experiment=spec.name, variant=plan.variant, host=launch.host, repeat=plan.repeat,
         spec_path=str(spec.path), spec=spec.raw, params={**launch.params, **_workload_params(spec, plan)},
-        env=mask_env(launch.env, launch.secret_names), command=hide(script, hidden), controller=controller(),
+        env=mask_env(launch.env, launch.secret_names), command=hide(launch.command, hidden), controller=controller(),
         plan_key=plan.key, fingerprint=plan.fingerprint or None,  # what --resume matches (plankey)
         server_run_id=reuse.launcher.run.id if reuse is not None else None,
     )
     store.add(run)
     attempt = Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
-                      f"{plan.variant}@{host.name} #{run.id}", script, hidden)  # the id: runs share hosts
+                      launch, f"{plan.variant}@{launch.host} #{run.id}", hidden)  # the id: runs share hosts
     if nodes is not None:
         _add_nodes(attempt, nodes)
     return attempt
@@ -81,10 +81,10 @@ def _add_nodes(attempt: Attempt, nodes: multinode.Nodes) -> None:
     spec, store, run = attempt.spec, attempt.store, attempt.run
     for rank, other in enumerate(nodes.peers, 1):
         context = rendercontext.node_context(spec, attempt.plan, other.host, run.uid, nodes, rank)
-        script = render.launch_script(spec.template, context)
-        store.event(run, "node-script", f"node {rank} on {other.host.name}:\n{hide(script, attempt.secrets)}")
-        store.save_log(run, b"", node=rank, host=other.host.name)  # its log once stopped; names its host now (recovery)
-        attempt.peers.append(multinode.peer(attempt, other, rank, context, script))
+        launch = launches.of(context, render.launch_script(spec.template, context))
+        store.event(run, "node-script", f"node {rank} on {launch.host}:\n{hide(launch.command, attempt.secrets)}")
+        store.save_log(run, b"", node=rank, host=launch.host)  # its log once stopped; names its host now (recovery)
+        attempt.peers.append(multinode.peer(attempt, other, context, launch))
     store.event(run, "nodes", multinode.described(attempt.session, nodes))
 
 
@@ -100,7 +100,7 @@ async def _never() -> bool:
 
 
 async def run_one(spec: Spec, plan: RunPlan, session: HostSession, store: Store, reporter: Reporter,
-                  kept: serving.Kept | None = None, keep: Keep = _never,
+                  kept: serving.Kept | None = None, keep: serving.Keep = _never,
                   nodes: multinode.Nodes | None = None) -> Outcome:
     """One run: its own server brought up, or the one `kept` holds (server reuse); its workload;
     then, when `keep()` says another plan of its server key is waiting, the server is left up in

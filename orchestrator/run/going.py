@@ -55,7 +55,7 @@ class Tally:
         """The Outcome the run comes to, its secret values hidden."""
         hidden = attempt.secrets
         error = hide(self.error, hidden) if self.error else self.error
-        return Outcome(self.run.id, self.run.uid, attempt.plan.variant, attempt.session.host.name, self.status,
+        return Outcome(self.run.id, self.run.uid, attempt.plan.variant, attempt.launch.host, self.status,
                        self.metrics, tuple(self.flags), error, tuple(hide(e, hidden) for e in self.evidence),
                        self.exit_code)
 

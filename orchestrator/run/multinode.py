@@ -35,8 +35,10 @@ from orchestrator.engines.base import Diagnosis, Engine
 from orchestrator.errors import HostError, OrchError, ServerError, SpecError
 from orchestrator.host import occupancy, server
 from orchestrator.host.session import HostSession, package_dir, package_version
+from orchestrator.store.rowid import stored_id
 from . import logrows, serving, stages
 from .attempt import Attempt, Stage
+from .launch import Launch
 
 DIST_PORT = 29500  # torch.distributed's usual master port; the first free one from here on rank 0
 DIST_PORT_TRIES = 32
@@ -176,7 +178,7 @@ _NODE_FAILED = "a node of the run failed"
 async def _looked_at(peer: Attempt, offsets: dict[int, int]) -> OrchError | None:
     """The node's failure, if its server has exited or its host does not answer; else None."""
     assert peer.serving is not None
-    host, srv = peer.session.host.name, peer.serving.srv
+    host, srv = peer.launch.host, peer.serving.srv
     try:
         status = await server.poll(peer.session.conn, srv, offsets[peer.node])
         offsets[peer.node] += len(status.new_bytes)
@@ -199,7 +201,7 @@ async def stop(lead: Attempt) -> list[tuple[Attempt, bytes]]:
     """Every other node's server stopped at once; (node, its log) for each one launched. A node
     that cannot be reached keeps its server (its host's next lock or `orch stop` stops it)."""
     async def one(peer: Attempt) -> tuple[Attempt, bytes]:
-        conn, host = peer.session.conn, peer.session.host.name
+        conn, host = peer.session.conn, peer.launch.host
         try:
             if peer.serving is None and lead.stage in (Stage.LAUNCH, Stage.WAIT_READY):
                 await _cut_short_launch(peer)  # an interrupt came while its launch command ran
@@ -236,15 +238,15 @@ def record_logs(logs: Sequence[tuple[Attempt, bytes]], patched: Sequence[str]) -
             continue
         store, run = peer.store, peer.run
         report = peer.engine.parse_log(log, peer.spec.debug_pattern, patched)
-        store.save_log(run, log, node=peer.node, host=peer.session.host.name)
-        store.add_children(SeriesBlockRow, logrows.series_blocks(run.id, report, peer.node))
-        store.add_children(DebugRow, logrows.debug_values(run.id, report, peer.node))
+        store.save_log(run, log, node=peer.node, host=peer.launch.host)
+        store.add_children(SeriesBlockRow, logrows.series_blocks(stored_id(run), report, peer.node))
+        store.add_children(DebugRow, logrows.debug_values(stored_id(run), report, peer.node))
 
 
 async def revert(lead: Attempt) -> list[str]:
     """Every other node's patches reverted (each its own journal); the problems, one per node."""
     async def one(peer: Attempt) -> str | None:
-        host = peer.session.host.name
+        host = peer.launch.host
         try:
             drifted = await stages.revert_patches(peer)
         except (OrchError, OSError) as exc:
@@ -256,8 +258,8 @@ async def revert(lead: Attempt) -> list[str]:
     return [p for p in await asyncio.gather(*(one(peer) for peer in lead.peers)) if p]
 
 
-def peer(lead: Attempt, session: HostSession, rank: int, context: dict[str, Any], script: str) -> Attempt:
-    """Node `rank` of the lead's run, on `session`'s host: the same run row, its own context and script."""
-    return dataclasses.replace(lead, session=session, context=context, script=script, node=rank, peers=[],
-                               label=f"{lead.label} node {rank}@{session.host.name}", stage=None, serving=None)
-
+def peer(lead: Attempt, session: HostSession, context: dict[str, Any], launch: Launch) -> Attempt:
+    """The lead's run on another node, on `session`'s host: the same run row, its own context and
+    launch (its rank, its script)."""
+    return dataclasses.replace(lead, session=session, context=context, launch=launch, peers=[],
+                               label=f"{lead.label} node {launch.node}@{launch.host}", stage=None, serving=None)

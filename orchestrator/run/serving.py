@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from orchestrator.host import server
+from orchestrator.store.rowid import stored_id
 from . import sharing, stages
 from .attempt import Attempt, Serving as Serving  # Serving: named here too, where reuse lives
 from .queue import Entry
@@ -60,7 +61,7 @@ def adopt_patches(attempt: Attempt, serving: Serving) -> None:
     patch rows become its own (the same files, applied once)."""
     from orchestrator.store.database import PatchRow
     run, store = attempt.run, attempt.store
-    store.add(*(PatchRow(run_id=run.id, seq=row.seq, name=row.name, target=row.target, file=row.file,
+    store.add(*(PatchRow(run_id=stored_id(run), seq=row.seq, name=row.name, target=row.target, file=row.file,
                          sha256_before=row.sha256_before, sha256_after=row.sha256_after, state=row.state)
                 for row in store.children(serving.launcher.run, PatchRow)))
 

@@ -15,6 +15,7 @@ from orchestrator.core.spec import Spec
 from orchestrator.host import checkpoint, overlay, server
 from orchestrator.host.journal import APPLIED, DRIFTED, REVERTED
 from orchestrator.host.patchcheck import Prepared
+from orchestrator.store.rowid import stored_id
 from . import sharing, slots
 from .attempt import Attempt
 
@@ -32,7 +33,7 @@ async def push_checkpoints(attempt: Attempt) -> None:
                                            lambda name: attempt.reporter.transfer(f"{attempt.label} {name}"))
     for prepared, result in pushed:
         attempt.store.add(CheckpointRow(
-            run_id=attempt.run.id, name=prepared.name, dest=result.dest, source_hash=prepared.source_hash,
+            run_id=stored_id(attempt.run), name=prepared.name, dest=result.dest, source_hash=prepared.source_hash,
             transforms=list(prepared.transforms), result_hash=prepared.result_hash, manifest_hash=result.manifest,
             files=result.files, total_bytes=result.total_bytes, sent_files=result.sent_files,
             sent_bytes=result.sent_bytes, seconds=result.seconds))
@@ -52,8 +53,8 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
     written when another run on the host has the same patch set applied (`sharing.py`); an
     isolated run's go to its own copy of their packages instead (`slots.py`)."""
     from orchestrator.store.database import PatchRow
-    if attempt.launch.isolated:
-        return await _patch_a_copy(attempt, prepared)
+    if attempt.launch.site is not None:  # isolated
+        return await _patch_a_copy(attempt, prepared, attempt.launch.site)
     if await sharing.join(attempt):
         return
     await _ensure_writable(attempt, prepared)
@@ -63,7 +64,7 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
         rows = []
         for seq, (patch, file, before, after) in enumerate(prepared, 1):
             record = await attempt.session.journal.apply(attempt.run.uid, seq, patch, file, before, after)
-            row = PatchRow(run_id=attempt.run.id, seq=seq, name=patch.name, target=patch.file, file=file,
+            row = PatchRow(run_id=stored_id(attempt.run), seq=seq, name=patch.name, target=patch.file, file=file,
                            sha256_before=record.sha256_before, sha256_after=record.sha256_after, state=APPLIED,
                            node=attempt.node)
             attempt.store.add(row)
@@ -88,18 +89,17 @@ async def _ensure_writable(attempt: Attempt, prepared: list[Prepared]) -> None:
         return
     patch, file = next(((p, f) for p, f, _, _ in prepared if posixpath.dirname(f) == folders[0]),
                        (prepared[0][0], prepared[0][1]))
-    raise HostError(f"{attempt.session.host.name}: cannot write {folders[0]} (a read-only file system, or no "
+    raise HostError(f"{attempt.launch.host}: cannot write {folders[0]} (a read-only file system, or no "
                     f"write permission), so patch '{patch.name}' cannot change {file}; nothing was changed; make "
                     "the folder writable, or install the package where orch may write (a virtual environment "
                     "of your own)")
 
 
-async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
+async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared], site: str) -> None:
     """The run's own copy of the packages its patches (and the set applied in place now) touch,
     holding its patched text and the original text of that set's files (`host/overlay.py`)."""
     from orchestrator.store.database import PatchRow
     session, store, run = attempt.session, attempt.store, attempt.run
-    site = attempt.launch.site
     texts = await sharing.originals(session)  # resolves the in-place set's targets: their packages are known
     for _, file, _, after in prepared:
         texts[file] = after  # prepared from the original text (`execute.prepare_patches`)
@@ -107,17 +107,16 @@ async def _patch_a_copy(attempt: Attempt, prepared: list[Prepared]) -> None:
     packages = {name: session.packages[name] for name in sorted(n for n in names if n)}
     copy = await overlay.build(session.conn, site, packages, texts)
     for seq, (patch, file, before, after) in enumerate(prepared, 1):
-        store.add(PatchRow(run_id=run.id, seq=seq, name=patch.name, target=patch.file, file=copy.files[file],
+        store.add(PatchRow(run_id=stored_id(run), seq=seq, name=patch.name, target=patch.file, file=copy.files[file],
                            sha256_before=patching.sha256(before), sha256_after=patching.sha256(after), state=APPLIED))
         attempt.say(f"patched {copy.files[file]} ({patch.name}, own copy)")
     store.event(run, "isolated", f"patched copy of {', '.join(packages)} at {site}, first on the run's PYTHONPATH; "
                                  f"installed files untouched")
 
 
-async def _remove_copy(attempt: Attempt, owner: Attempt, users: Sequence[Run]) -> list[str]:
-    """An isolated run's revert: its copy removed (the installed files never changed)."""
+async def _remove_copy(attempt: Attempt, owner: Attempt, site: str, users: Sequence[Run]) -> list[str]:
+    """An isolated run's revert: its copy (`site`) removed (the installed files never changed)."""
     from orchestrator.store.database import PatchRow
-    site = owner.launch.site
     await overlay.remove(attempt.session.conn, site)
     rows = attempt.store.children(owner.run, PatchRow)
     for user in users:
@@ -147,10 +146,10 @@ async def revert_patches(attempt: Attempt, owner: Attempt | None = None, also: S
     none while others of the set still run). Returns the files that changed under us and were left alone (drifted).
     `owner`: the run that launched the server this run used (server reuse, `serving.py`), whose
     patches they are; `also`: the other runs that used that server (their patch states are set too)."""
-    host, store, run = attempt.session.host.name, attempt.store, attempt.run
+    host, store, run = attempt.launch.host, attempt.store, attempt.run
     owner = owner or attempt
-    if owner.launch.isolated:
-        return await _remove_copy(attempt, owner, [owner.run, *also])
+    if owner.launch.site is not None:  # isolated
+        return await _remove_copy(attempt, owner, owner.launch.site, [owner.run, *also])
     shared = sharing.leave(owner)
     if shared == sharing.KEPT:
         store.event(run, "patches-kept", "left applied: another run on the host runs with the same patch set")
