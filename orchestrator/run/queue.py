@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from orchestrator.core.inventory import Host
 from orchestrator.core.spec import RunPlan
 from orchestrator.errors import OrchError, SpecError
-from .slots import Lease, Slots, able, tp_size
+from .slots import Lease, Slots, able
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def check_fits(plans: list[RunPlan], hosts: list[Host]) -> None:
             continue  # the gang's (`gang.check_fits`)
         if not any(able(h, plan) for h in hosts):
             have = ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts)
-            raise SpecError(f"variant '{plan.variant}' needs tp_size={tp_size(plan)} GPUs; no chosen host has "
+            raise SpecError(f"variant '{plan.variant}' needs tp_size={plan.tp_size} GPUs; no chosen host has "
                             f"that many: {have}")
 
 
@@ -78,7 +78,7 @@ class Queue:
         decreasing size packs GPU slots far better than plan order: a tp-8 plan left to the end
         waits for a host to drain while the smaller ones could have filled around it); plan order
         among equals (a stable sort)."""
-        return self._serving[entry.plan.server_key] > 0, -tp_size(entry.plan)
+        return self._serving[entry.plan.server_key] > 0, -entry.plan.tp_size
 
     async def take_same(self, host: Host, server_key: str) -> Entry | None:
         """The next pending plan of `server_key` that fits `host`, reserved for the server a run of

@@ -35,18 +35,14 @@ from dataclasses import dataclass
 
 from orchestrator import remote
 from orchestrator.core.inventory import Host
-from orchestrator.core.spec import PatchDef, RunPlan, port_of, tp_size_of
+from orchestrator.core.spec import PatchDef, RunPlan, port_of
 from orchestrator.host import overlay
-
-
-def tp_size(plan: RunPlan) -> int:
-    return tp_size_of(plan.params)
 
 
 def able(host: Host, plan: RunPlan) -> bool:
     """Could `host` ever run `plan`: enough GPUs for its tensor-parallel size (its share of it, for a
     run over several hosts). `gpus: 0` on this machine itself (no rehearsal) means "not counted", not "none"."""
-    return host.gpus >= -(-tp_size(plan) // plan.nodes) or host.gpus == 0 and remote.is_this_machine(host) and not host.rehearsal
+    return host.gpus >= -(-plan.tp_size // plan.nodes) or host.gpus == 0 and remote.is_this_machine(host) and not host.rehearsal
 
 
 @dataclass(frozen=True)
@@ -124,7 +120,7 @@ class Slots:
             return self.leases[0]
         taken = {g for lease in self.leases for g in lease.holds}
         free = [g for g in range(self.host.gpus) if g not in taken]
-        tp = tp_size(plan)
+        tp = plan.tp_size
         if len(free) < tp:
             return None
         index = min(set(range(len(self.leases) + 1)) - {lease.index for lease in self.leases})
