@@ -292,20 +292,24 @@ async def check_hosts_async(hosts: _Sequence[str] = (), *, inventory: _Where = _
 
 def import_log(log: str, *, db: str = _DEFAULT_DB, inventory: _Where = _DEFAULT_INVENTORY, name: str | None = None,
                params: _Sequence[str] = (), host: str | None = None, debug_pattern: str | None = None,
-               secrets: _Sequence[str] = ()) -> "Imported":
+               secrets: _Sequence[str] = (), experiment: str | None = None) -> "Imported":
     """`orch import LOGFILE`: record a run made by hand from its server log (a local path, or
-    HOST:PATH on an inventory host): metrics, debug lines, diagnosis, the launch command. `name`:
-    the variant (default: the file name); `params`: `key=value` to record; `host`: the host to
-    record (default: the HOST of HOST:PATH, else `imported`); `debug_pattern`: regex of debug lines
-    (default: the experiment files' default); `secrets`: env names whose values to hide in the log,
-    besides the inventory's `secrets:` and names that say so."""
+    HOST:PATH on an inventory host): metrics, debug lines, diagnosis, the launch command, and when
+    it ran (the log's first and last timestamps, where its lines carry them). `experiment`: the
+    experiment to file it under, beside that experiment's runs (default: `imported`); `name`: the
+    variant (default: `imported` in an experiment given, else the file name); `params`: `key=value`
+    to record; `host`: the host to record (default: the HOST of HOST:PATH, else `imported`);
+    `debug_pattern`: regex of debug lines (default: the experiment files' default); `secrets`: env
+    names whose values to hide in the log, besides the inventory's `secrets:` and names that say so."""
+    from orchestrator.api import imports
     from orchestrator.core import inventory as inventories
     from orchestrator.core.defaults import DEFAULT_DEBUG_PATTERN
     from orchestrator.run import logimport
 
     pattern = DEFAULT_DEBUG_PATTERN if debug_pattern is None else debug_pattern
     hosts_file = _Path(inventory)
-    source = _log_source(log, pattern, hosts_file)
+    imports.check_names(experiment, name)  # before a log on a host is fetched
+    source, name = imports.filed(_log_source(log, pattern, hosts_file), experiment, name)
     sink = logimport.writer(db)
     parsed = logimport.parse_params(list(params))
     declared = tuple(n for h in inventories.load(hosts_file).hosts.values() for n in h.secrets) \

@@ -37,7 +37,10 @@ def check(
 def import_log(
     log: str = typer.Argument(..., metavar="LOGFILE", help="Server log of a run made by hand: a local path, or "
                               "HOST:PATH for a log on an inventory host."),
-    name: str | None = typer.Option(None, "--name", help="Variant name (default: the file name)."),
+    experiment: str | None = typer.Option(None, "--experiment", "-e", help="File the run under this experiment, "
+                                          "beside its runs (`orch ls/compare/diff` see it; default: `imported`)."),
+    name: str | None = typer.Option(None, "--variant", "--name", help="Variant name (default: `imported` with "
+                                    "--experiment, else the file name)."),
     params: list[str] = typer.Option([], "--params", help="A param to record: key=value (repeatable)."),
     host: str | None = typer.Option(None, "--host", help="The host the run was made on, to record (default: "
                                        "the HOST of HOST:PATH, else `imported`)."),
@@ -45,8 +48,9 @@ def import_log(
     secret: list[str] = typer.Option([], "--secret", help="An env name whose values to hide in the log, besides "
                                      "the inventory's `secrets:` and names that say so (repeatable)."),
 ) -> None:
-    """Record a run from its server log: metrics, debug lines, diagnosis, launch command; exit 1 if it failed."""
+    """Record a run from its server log: metrics, debug lines, diagnosis, launch command, and its start and
+    end from the log's own timestamps; exit 1 if it failed."""
     done = orchestrator.import_log(log, db=settings.db, inventory=settings.inventory, name=name, params=params,
-                                   host=host, debug_pattern=debug_pattern, secrets=secret)
+                                   host=host, debug_pattern=debug_pattern, secrets=secret, experiment=experiment)
     ui.imported(done)
     raise typer.Exit(EXIT_OK if done.status == "succeeded" else EXIT_RUN_FAILED)  # a run's status, as recorded

@@ -70,6 +70,9 @@ class Engine(ABC):
     metrics: tuple[MetricInfo, ...]  # shown by `orch ls` and the run summary, headline first
     log_tail_size: int = 4 << 20  # the end of the log that holds its failure signatures
     log_lines: str  # the lines its server log holds, for "this is no server log of any engine"
+    # the stamp a line of its log opens with: a regex with the groups month, day, clock, frac and,
+    # where the engine prints it, year (engines/logspan.py); None: its lines carry no date
+    log_stamp: str | None = None
 
     @abstractmethod
     def is_ready(self, log: bytes) -> bool:

@@ -78,6 +78,8 @@ class LogSource:
     host: str | None  # the inventory host it was read from
     note: str = ""  # how it was fetched, when it was cut down on the host
     path: Path | None = None  # a local log bigger than a piece: read piece by piece from here (data is empty)
+    experiment: str = EXPERIMENT  # the experiment its run is filed under (`orch import --experiment`)
+    span: tuple[str, str] | None = None  # the log's first and last timestamps (engines/logspan.py), if it has any
 
 
 def read_local(path: Path) -> LogSource:
@@ -303,9 +305,9 @@ def _write_piece(sink: Sink, run: ImportedRun, blocks: list[SeriesBlock], debug:
 def _run_values(source: LogSource, name: str | None, host: str | None, params: dict[str, object],
                 command: str) -> dict[str, Any]:
     variant = name or PurePosixPath(source.where.rpartition(":")[2] if source.host else source.where).stem
-    return {"uid": new_uid(variant), "experiment": EXPERIMENT, "variant": variant,
+    return {"uid": new_uid(variant), "experiment": source.experiment, "variant": variant,
             "host": host or source.host or "imported", "spec_path": source.where, "params": params,
-            "command": command, "controller": "orch import"}
+            "command": command, "controller": "orch import", **({"started_at": source.span[0]} if source.span else {})}
 
 
 def _finish(sink: Sink, run: ImportedRun, source: LogSource, engine: Engine, report: LogReport, command: str,
@@ -323,7 +325,7 @@ def _finish(sink: Sink, run: ImportedRun, source: LogSource, engine: Engine, rep
                + (f"; {source.note}" if source.note else ""))
     for warning in warnings:
         sink.event(run, "warning", warning)
-    sink.update_run(run, status=status, flags=flags, ended_at=now(),
+    sink.update_run(run, status=status, flags=flags, ended_at=source.span[1] if source.span else now(),
                     error=f"server failed: {diagnosis.summary}" if diagnosis else
                     NEVER_FINISHED if status == INTERRUPTED else None,
                     diagnosis=diagnosis.as_record() if diagnosis else None)

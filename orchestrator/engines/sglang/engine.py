@@ -48,6 +48,7 @@ class SglangEngine(Engine):
     metrics = (MetricInfo(HEADLINE, "accept len"), MetricInfo("output_tok_s", "tok/s", 1))
     log_tail_size = logs.TAIL_SIZE
     log_lines = "SGLang: no `server_args=`, no Prefill or Decode batch line, no ready line, no known failure"
+    log_stamp = logs.STAMP
 
     def is_ready(self, log: bytes) -> bool:
         return logs.READY_LINE.encode() in log

@@ -39,6 +39,11 @@ SERVER_ARGS = "server_args="
 STARTUP_LINES = ("Load weight begin", "Load weight end", "KV Cache is allocated", "Memory pool end",
                  "Init torch distributed begin", "Capture cuda graph begin")
 TAIL_SIZE = 4 << 20  # the end of the log searched for failure signatures (a traceback is far shorter)
+# The date and time a line opens with: SGLang's own `[2026-10-30 12:00:06 TP0] ` (`.mmm` with
+# SGLANG_LOG_MS=1; after a Ray actor's `(Engine pid=1) `), or another logger's `2026-06-07 10:59:31,659 `
+# (engines/logspan.py); a bracket holding the time alone (`[04:40:55 TP0]`) has no date to give.
+STAMP = (r"^[^\[\n]{0,64}?\[?(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)[ T]"
+         r"(?P<clock>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d+))?(?![\d:])")
 
 
 @dataclass(frozen=True)

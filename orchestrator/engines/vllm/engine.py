@@ -30,6 +30,7 @@ class VllmEngine(Engine):
     log_tail_size = logs.TAIL_SIZE
     log_lines = ("vLLM: no `non-default args:`, no `SpecDecoding metrics:` or throughput line, no ready line, "
                  "no known failure")
+    log_stamp = logs.STAMP
 
     def is_ready(self, log: bytes) -> bool:
         return logs.is_ready(log)

@@ -39,6 +39,12 @@ STARTUP_LINES = ("Initializing a V1 LLM engine", "distributed_init_method=", "Lo
                  "Model loading took", "Available KV cache memory", "KV cache size: ")
 HEAD_SIZE = 16 << 20
 TAIL_SIZE = 4 << 20
+# The time a line opens with, no year in it: `(APIServer pid=12) INFO 08-20 10:00:06 [loggers.py:123] `
+# (ANSI colours where the server wrote to a terminal; `.mmm` with a custom logging config). The year
+# comes from the file (engines/logspan.py).
+STAMP = (r"^(?:\x1b\[[0-9;]*m)*(?:\([^()\s]+ pid=\d+\)\s*)?(?:\x1b\[[0-9;]*m)*[A-Z]+(?:\x1b\[[0-9;]*m)*[ \t]+"
+         r"(?P<month>\d\d)-(?P<day>\d\d) (?P<clock>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d+))?(?![\d:])")
+
 LINES_AROUND = 2  # lines kept on each side of a needle (a raise prints its message on the next line)
 TRACEBACK_WINDOW = 1 << 16  # bytes kept after a crash header: the traceback it opens and the exception ending it
 SPEC_SERIES, THROUGHPUT_SERIES = "spec_decode", "throughput"
