@@ -48,6 +48,7 @@ if _typing.TYPE_CHECKING:
     from orchestrator.api.records import (
         list_runs, list_runs_csv, list_runs_json, recorded_names, resolve_run, run_log, run_series,
     )
+    from orchestrator.api.tags import note_run, tag_run
 
 __version__ = "0.1.0"
 
@@ -56,6 +57,7 @@ __all__ = [
     "show_run", "run_requests", "diff_runs", "revert_patches", "revert_patches_async", "stop_runs", "stop_runs_async",
     "check_hosts", "check_hosts_async", "import_log",
     "list_runs", "list_runs_json", "list_runs_csv", "resolve_run", "run_series", "run_log", "recorded_names",
+    "tag_run", "note_run",
     "compare_configurations", "compare_csv", "diff_configurations", "write_report", "DEFAULT_DEBUG_PATTERN",
     "plan_runs", "render_runs", "engine_metrics", "Sweep", "list_hosts", "list_patches", "clean_hosts", "HostEntry",
     "doctor", "cause_meaning", "RunPlan", "Stage", "HOST_SPECIFIC_PARAMS",
@@ -80,6 +82,7 @@ _LAZY.update({name: ("orchestrator.api.records", name) for name in (
 _LAZY.update({name: ("orchestrator.api.compare", name) for name in (
     "compare_configurations", "compare_csv", "diff_configurations")})
 _LAZY["write_report"] = ("orchestrator.api.report", "write_report")
+_LAZY.update({name: ("orchestrator.api.tags", name) for name in ("tag_run", "note_run")})
 _LAZY.update({name: ("orchestrator.api.runs", name) for name in ("plan_runs", "render_runs", "engine_metrics", "Sweep")})
 _LAZY.update({name: ("orchestrator.api.hosts", name) for name in ("list_hosts", "list_patches", "clean_hosts",
                                                                    "HostEntry")})

@@ -43,7 +43,9 @@ FACE: dict[str, dict[str, str]] = {
                     "as_json": OUTPUT},
     "ls": {"experiment": "list_runs.experiment", "status": "list_runs.status", "host": "list_runs.host",
            "where": "list_runs.where", "sort": "list_runs.sort", "limit": "list_runs.limit", "mine": "list_runs.mine",
-           "as_json": "list_runs_json", "as_csv": "list_runs_csv"},
+           "tags": "list_runs.tags", "as_json": "list_runs_json", "as_csv": "list_runs_csv"},
+    "tag": {"run_ref": "tag_run.run", "tags": "tag_run.tags", "remove": "tag_run.remove"},
+    "note": {"run_ref": "note_run.run", "text": "note_run.text", "clear": "note_run.clear"},
     "compare": {"experiment": "compare_configurations.experiment", "where": "compare_configurations.where",
                 "by": "compare_configurations.by", "as_json": OUTPUT, "as_csv": "compare_csv", "metrics": OUTPUT},
     "series": {"run_ref": "run_series.run", "kind": "run_series.kind", "as_csv": OUTPUT},
@@ -74,7 +76,7 @@ FACE_GLOBALS = {  # which face functions read the database and the inventory
     "run_log": {"db", "inventory"}, "compare_configurations": {"db"}, "compare_csv": {"db"},
     "diff_configurations": {"db"}, "write_report": {"db"}, "plan_runs": {"db", "inventory"},
     "render_runs": {"inventory"}, "list_hosts": {"inventory"}, "list_patches": {"db", "inventory"},
-    "clean_hosts": {"db", "inventory"}, "doctor": {"db", "inventory"},
+    "clean_hosts": {"db", "inventory"}, "doctor": {"db", "inventory"}, "tag_run": {"db"}, "note_run": {"db"},
 }
 def _commands() -> dict[str, Any]:
     """The app's commands by name, a group's as `GROUP COMMAND` beside the group itself, as click

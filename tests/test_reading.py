@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import StoreError
-from orchestrator.store import database, metricjson, queries, reading, records, schema
+from orchestrator.store import database, metricjson, queries, reading, records, schema, tags
 from orchestrator.store.database import (CheckpointRow, DebugRow, EventRow, FindingRow, HistogramRow, MetricRow,
                                          PatchRow, RequestRow, Run, SeriesRow, Store)
 from support.specs import OLD_RUN
@@ -48,6 +48,9 @@ def fill(store: Store) -> None:
                            for i in range(3)])
         store.add_children(DebugRow, [{"run_id": run.id, "seq": 0, "text": "[DEBUG] x=1", "fields": {"x": "1"}}])
         store.save_log(run, b"log line\n" * 10)
+        if n != 1:  # tags and a note on two of the three
+            tags.write_tags(store, run.id, {"gpu": f"h100 ü{n}", "baseline": ""}, [])
+            tags.write_note(store, run.id, "draft\nfrom step 40k")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -185,7 +188,7 @@ def test_ls_json_writes_params_as_stored_or_decoded_alike(url):
     expected = [{"id": r.id, "uid": r.uid, "experiment": r.experiment, "variant": r.variant, "host": r.host,
                  "status": r.status, "user": r.username, "flags": r.flags, "started_at": r.started_at,
                  "ended_at": r.ended_at, "params": r.params, "effective_params": r.effective_params,
-                 "metrics": metrics[r.id]} for r in store.runs()]
+                 "metrics": metrics[r.id], "tags": {}} for r in store.runs()]
     assert expected[0]["effective_params"] == {"speculative_num_draft_tokens": 4, "cfg": {"m": None}}
     for decode in (True, False):
         text = listing.json_text(queries.listed_runs(reader, decode=decode), metrics)
@@ -205,9 +208,12 @@ def test_ls_json_lines_are_the_encoders_text_of_any_value():
                "g": -0.0}
     whole = {"id": 7, "uid": "ü-7", "experiment": "e\"x", "variant": "v", "host": "h", "status": "failed", "user": None,
              "flags": ["slow", "ü"], "started_at": "2026-12-01T00:00:00", "ended_at": None,
-             "params": {"p": 1.5, "q": [1, None]}, "effective_params": {"k": 1.5, "ü": [None]}, "metrics": metrics}
+             "params": {"p": 1.5, "q": [1, None]}, "effective_params": {"k": 1.5, "ü": [None]}, "metrics": metrics,
+             "tags": {}}
     assert listing.json_text([run], {7: metrics}) == "[\n" + compact(whole) + "\n]\n"
     assert listing.json_text([run], {}) == "[\n" + compact({**whole, "metrics": {}}) + "\n]\n"
+    tags = {"gpu": "ü\x1b[31m\"x\\", "empty": ""}  # values as given: escapes, quotes, a backslash
+    assert listing.json_text([run], {7: metrics}, {7: tags}) == "[\n" + compact({**whole, "tags": tags}) + "\n]\n"
 
 
 def test_ls_json_of_identities_sqlite_makes_is_byte_identical(url, tmp_path):
@@ -221,8 +227,9 @@ def test_ls_json_of_identities_sqlite_makes_is_byte_identical(url, tmp_path):
         reader = reading.open_url(at)
         chosen = {"experiment": None, "status": None, "host": None, "user": None, **filters}
         rows = queries.listed_runs(reader, decode=False, limit=50, **chosen)
-        return listing.json_listing(reader, chosen, 50), listing.json_text(rows, queries.run_metrics(
-            reader, [r.id for r in rows]))
+        ids = [r.id for r in rows]
+        return listing.json_listing(reader, chosen, 50), listing.json_text(rows, queries.run_metrics(reader, ids),
+                                                                           tags.run_tags(reader, ids))
 
     made, written = both(url)
     assert made == written
@@ -235,6 +242,7 @@ def test_ls_json_of_identities_sqlite_makes_is_byte_identical(url, tmp_path):
                   env={}, command="", flags=["ü"], controller="c", username="zoë", spec={})
     store.add(odd_run)
     store.add(*(MetricRow(run_id=odd_run.id, name=name, value=value) for name, value in ODD_METRICS.items()))
+    tags.write_tags(store, odd_run.id, {"gpu": "ü\x1b\"\\", "b": ""}, [])
     made, written = both(odd)
     assert made == written and "\\u00fc" in made
     assert both(f"sqlite:///{tmp_path / 'none.db'}") == ("[]\n", "[]\n")

@@ -5,7 +5,7 @@ but for a log followed live."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -20,62 +20,70 @@ SERIES_KINDS = ("decode", "prefill", "requests")
 @dataclass(frozen=True)
 class Listing:
     """The runs `orch ls` lists (rows with the Run's attribute names: id, uid, experiment, variant,
-    host, status, params ...) and each one's metrics by run id."""
+    host, status, params ...), each one's metrics by run id, and the tags of those that have any."""
 
     rows: list[Any]
     metrics: dict[int, dict[str, Any]]
+    tags: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
 def list_runs(*, db: str = _DEFAULT_DB, experiment: str | None = None, status: str | None = None,
               host: str | None = None, where: Sequence[str] = (), sort: str | None = None, limit: int = 50,
-              mine: bool = False) -> Listing:
+              mine: bool = False, tags: Sequence[str] = ()) -> Listing:
     """`orch ls`: runs oldest first (the newest `limit`), or the `limit` best first by the metric
     `sort` (durations ascending, the rest descending); only those of `experiment`, with `status`,
-    on `host`, made by this user (`mine`), and whose params match each `where` (`key=value`,
-    `asked.key=value`, `effective.key=value`)."""
-    reader, filters = _listed(db, status, sort, experiment, host, mine)
+    on `host`, made by this user (`mine`), whose params match each `where` (`key=value`,
+    `asked.key=value`, `effective.key=value`), and that carry each of `tags` (`key=value`: that
+    value; `key`: any value)."""
+    reader, filters = _listed(db, status, sort, experiment, host, mine, tags)
+    from orchestrator.store import tags as tagging
+
     from . import listing
 
     rows, metrics = listing.select(reader, filters, parse_where(where), sort, limit)
-    return Listing(rows, metrics)
+    return Listing(rows, metrics, tagging.run_tags(reader, [r.id for r in rows]))
 
 
 def list_runs_json(*, db: str = _DEFAULT_DB, experiment: str | None = None, status: str | None = None,
                    host: str | None = None, where: Sequence[str] = (), sort: str | None = None, limit: int = 50,
-                   mine: bool = False) -> str:
+                   mine: bool = False, tags: Sequence[str] = ()) -> str:
     """`orch ls --json`: the runs `list_runs` lists as a JSON array, a run a line, each with its
-    params, effective params and metrics."""
-    reader, filters = _listed(db, status, sort, experiment, host, mine)
+    params, effective params, metrics and tags."""
+    reader, filters = _listed(db, status, sort, experiment, host, mine, tags)
+    from orchestrator.store import tags as tagging
+
     from . import listing
 
     if not where and not sort:
         return listing.json_listing(reader, filters, limit)
     rows, metrics = listing.select(reader, filters, parse_where(where), sort, limit, as_text=True)
-    return listing.json_text(rows, metrics)
+    return listing.json_text(rows, metrics, tagging.run_tags(reader, [r.id for r in rows]))
 
 
 def list_runs_csv(*, db: str = _DEFAULT_DB, experiment: str | None = None, status: str | None = None,
                   host: str | None = None, where: Sequence[str] = (), sort: str | None = None, limit: int = 50,
-                  mine: bool = False) -> str:
+                  mine: bool = False, tags: Sequence[str] = ()) -> str:
     """`orch ls --csv`: the runs `list_runs` lists, a line each, a column per param and per metric."""
     from . import listing
 
     found = list_runs(db=db, experiment=experiment, status=status, host=host, where=where, sort=sort, limit=limit,
-                      mine=mine)
+                      mine=mine, tags=tags)
     return listing.as_csv(found.rows, found.metrics)
 
 
 def _listed(db: str, status: str | None, sort: str | None, experiment: str | None, host: str | None,
-            mine: bool) -> tuple[Any, dict[str, Any]]:
-    """The database, its status and sort checked, and the filters of a listing."""
+            mine: bool, tags: Sequence[str]) -> tuple[Any, dict[str, Any]]:
+    """The database, its status, sort and tags checked, and the filters of a listing."""
+    from orchestrator.core.tags import parse_filters
     from orchestrator.store import reading
 
     from . import listing
 
+    tagged = parse_filters(tags)  # before the database: a bad --tag is said whatever it holds
     reader = reading.open_url(db)
     listing.check(reader, status, sort)
     user = reading.current_user() if mine else None
-    return reader, {"experiment": experiment, "status": status, "host": host, "user": user}
+    return reader, {"experiment": experiment, "status": status, "host": host, "user": user, "tags": tagged}
 
 
 def parse_where(items: Sequence[str], option: str = "--where") -> dict[str, Any]:

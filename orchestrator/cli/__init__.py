@@ -59,3 +59,4 @@ from . import runs as _runs, records as _records, hosts as _hosts, inputs as _in
 from . import report as _report  # noqa: F401, E402, I001
 from . import doctor as _doctor  # noqa: F401, E402, I001
 from . import shell as _shell  # noqa: F401, E402, I001
+from . import tags as _tags  # noqa: F401, E402, I001

@@ -29,19 +29,22 @@ def list_runs(
     as_json: bool = typer.Option(False, "--json", help="With each run's params and metrics."),
     as_csv: bool = typer.Option(False, "--csv", help="A column per param and per metric."),
     mine: bool = typer.Option(False, "--mine", help="Only runs this user made (a team database holds everyone's)."),
+    tags: list[str] = typer.Option([], "--tag", metavar="KEY[=VALUE]",
+                                   help="Only runs with this tag (KEY=VALUE: that value, exactly; KEY: any value). "
+                                        "Repeat: runs with all of them."),
 ) -> None:
     """List runs, oldest first (the newest `--limit`), or best first by `--sort`."""
     if as_json and as_csv:
         raise SpecError("--json and --csv: give one of them")
     chosen = {"db": settings.db, "experiment": experiment, "status": status, "host": host, "where": where,
-              "sort": sort, "limit": limit, "mine": mine}
+              "sort": sort, "limit": limit, "mine": mine, "tags": tags}
     if as_json:
         return emit(orchestrator.list_runs_json(**chosen))
     if as_csv:
         return emit(orchestrator.list_runs_csv(**chosen))
     found = orchestrator.list_runs(**chosen)
     rows, metrics = found.rows, found.metrics
-    ui.runs(rows, {sort: {r.id: metrics.get(r.id, {}).get(sort) for r in rows}} if sort else None)
+    ui.runs(rows, {sort: {r.id: metrics.get(r.id, {}).get(sort) for r in rows}} if sort else None, found.tags)
 
 
 @app.command()

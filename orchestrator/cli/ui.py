@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.records import MetricInfo
-from . import live, swept
+from . import live, swept, tagged
 from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
 
 if TYPE_CHECKING:
@@ -95,17 +95,20 @@ def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
     return tuple(names), {o.run_id: store.get(str(o.run_id)).params for o in outcomes if o.run_id is not None}
 
 
-def runs(rows: list[Any], metrics: dict[str, dict[Any, Any]] | None = None) -> None:
-    """The runs, with a column per metric in `metrics` (name -> run id -> value)."""
-    metrics = metrics or {}
+def runs(rows: list[Any], metrics: dict[str, dict[Any, Any]] | None = None,
+         tags: dict[int, dict[str, str]] | None = None) -> None:
+    """The runs, with a column per metric in `metrics` (name -> run id -> value); a tags column
+    when a listed run has any (`tags`: run id -> its tags)."""
+    metrics, tags = metrics or {}, tags or {}
     table = Table()
-    for column in ("id", "experiment", "variant", "host", "status", *metrics, "started", "flags"):
+    for column in ("id", "experiment", "variant", "host", "status", *metrics, "started", "flags", *("tags",) * bool(tags)):
         table.add_column(column)
     for r in rows:
         table.add_row(str(r.id), line(r.experiment), line(r.variant), line(r.host),
                       f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
                       *(fmt(values.get(r.id)) for values in metrics.values()),
-                      r.started_at[:19].replace("T", " "), line(", ".join(r.flags or [])))
+                      r.started_at[:19].replace("T", " "), line(", ".join(r.flags or [])),
+                      *(tagged.cell(tags.get(r.id)),) * bool(tags))
     console.print(table)
 
 
@@ -119,6 +122,7 @@ def show(record: dict[str, Any]) -> None:
                 "this run launched nothing)")
     if record["flags"]:
         c.print(f"[yellow]flags:[/] {line(', '.join(record['flags']))}")
+    tagged.shown(c, record)
     if record["error"]:
         c.print(f"[red]error:[/] {line(record['error'])}", soft_wrap=True)
     if record.get("diagnosis"):

@@ -18,6 +18,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from . import importing, metricjson, modelcheck, runrecord, schema
 from .reader import said, shown, what_to_check
+from .tagmodels import NoteRow, TagRow
 # the run statuses are the tables', named here too for the modules that write runs
 from .tables import FAILED as FAILED, INTERRUPTED as INTERRUPTED, RUNNING as RUNNING, STATUSES as STATUSES
 from .tables import SUCCEEDED as SUCCEEDED, current_user as current_user
@@ -443,4 +444,4 @@ class FindingRow(SQLModel, table=True):
 
 
 modelcheck.check(SQLModel.metadata, [Run, PatchRow, MetricRow, DebugRow, SeriesRow, SeriesBlockRow, HistogramRow,
-                                     RequestRow, EventRow, LogRow, NodeLogRow, CheckpointRow, FindingRow])
+                                     RequestRow, EventRow, LogRow, NodeLogRow, CheckpointRow, FindingRow, TagRow, NoteRow])

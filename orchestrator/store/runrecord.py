@@ -10,7 +10,7 @@ from collections import namedtuple
 from typing import Any
 
 from orchestrator.errors import StoreError
-from . import series
+from . import series, tags
 from .reader import columns, decoded, of, shown
 from .tables import RUN_COLUMNS
 
@@ -103,4 +103,5 @@ def record(source: Any, run: RunRow) -> dict[str, Any]:
                       for f in rows("findingrow", "severity", "code", "what", "why", "fix", "allowed")],
         "error": run.error, "diagnosis": run.diagnosis, "spec_path": run.spec_path, "started_at": run.started_at,
         "ended_at": run.ended_at,
+        **tags.of_run(reader, run.id),  # tags, tag_authors, note: what people said of it after it ran
     }

@@ -19,8 +19,9 @@ from orchestrator.core.clock import now
 
 RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "running", "succeeded", "failed", "interrupted"
 STATUSES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
-VERSION = 5  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json;
-# 4: run.effective_params; 5: seriesblock (a series as packed blocks; seriesrow kept for the runs before)
+VERSION = 6  # 1: before the schema carried a version; 2: versioned, columns added in place; 3: run.metrics_json;
+# 4: run.effective_params; 5: seriesblock (a series as packed blocks; seriesrow kept for the runs before);
+# 6: tagrow and noterow (what people say of a run after it ran: `orch tag`, `orch note`)
 SCHEMA_TABLE = "orch_schema"
 
 
@@ -145,6 +146,13 @@ TABLES: tuple[Table, ...] = (
            _c("sent_bytes", "INTEGER", 0), _c("seconds", "FLOAT", 0.0)),
     _child("findingrow", _c("severity", "VARCHAR"), _c("code", "VARCHAR"), _c("what", "VARCHAR"),
            _c("why", "VARCHAR"), _c("fix", "VARCHAR"), _c("allowed", "BOOLEAN", False)),
+    # a run's tags, one row per key (`orch tag`): who set it and when; `orch ls --tag` finds runs by name
+    Table("tagrow", (_ID, _c("run_id", "INTEGER"), _c("name", "VARCHAR"), _c("value", "VARCHAR"),
+                     _n("username", "VARCHAR", current_user), _c("at", "VARCHAR", now)),
+          indexes=(Index("ix_tagrow_run_name", ("run_id", "name"), unique=True), Index("ix_tagrow_name", ("name",)))),
+    # a run's note (`orch note`), one per run: who wrote it and when
+    Table("noterow", (_c("run_id", "INTEGER"), _c("text", "VARCHAR"), _n("username", "VARCHAR", current_user),
+                      _c("at", "VARCHAR", now)), key=("run_id",)),
 )
 BY_NAME = {table.name: table for table in TABLES}
 RUN_COLUMNS = RUN.names
