@@ -128,3 +128,45 @@ def test_a_bad_checkpoint_entry_is_a_one_line_error_naming_the_file(project, dem
     demo.write_text(demo.read_text().replace("dest: /x\n", "dest: /x\n    transform: [shrink]\n").replace("no/such/folder", "."))
     done = orch(project, "check", str(demo))
     assert done.returncode == 2 and "unknown transform 'shrink'" in done.stderr and not (project / "host").exists()
+
+
+def test_a_sweeps_finding_is_said_once_with_the_points_it_covers(project, demo):
+    """steps x topk x repeats over both variants: 24 runs to check, 12 points. The story's
+    algorithm error comes from each of its 6 points (12 runs) and is printed once, its points said
+    as the sweep's product; a finding of every run reads `all 12 points`. The JSON keeps a group
+    per run, each with its matrix point and repeat."""
+    demo.write_text(demo.read_text().replace(
+        "\nvariants:", "\nmatrix:\n  speculative_num_steps: [3, 4, 5]\n  speculative_eagle_topk: [1, 4]\nrepeats: 2\n"
+        "\nvariants:", 1))
+    done = orch(project, "check", str(demo))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = done.stdout
+    assert text.startswith("checked 12 points on local: ")
+    algorithm = next(line for line in text.splitlines() if "--speculative-algorithm EAGLE with" in line)
+    assert text.count(algorithm) == 1 and "(allowed by the experiment)" in algorithm
+    after = text.splitlines()[text.splitlines().index(algorithm) + 3]
+    assert after.strip() == "in: variant=story x steps=3..5 x topk=1,4 (6 points)"
+    assert "in: all 12 points" in text  # the target class's missing hook: every run's
+    assert "in: variant=story,fixed x steps=4 x topk=1 (2 points)" in text  # draft tokens adjusted: one point's
+    done = orch(project, "check", str(demo), "--json")
+    groups = json.loads(done.stdout)
+    assert len(groups) == 24 and sorted({g["repeat"] for g in groups}) == [0, 1]
+    assert {(g["variant"], g["point"]["speculative_num_steps"], g["point"]["speculative_eagle_topk"]) for g in groups} \
+        == {(v, s, k) for v in (STORY, FIXED) for s in (3, 4, 5) for k in (1, 4)}
+    story = [g for g in groups if g["variant"] == STORY]
+    assert all(sum(f["code"] == "algorithm-not-eagle3" for f in g["findings"]) == 1 for g in story)
+
+
+def test_points_that_are_no_product_are_listed_and_variants_alone_by_name():
+    from orchestrator.api.findings import Point
+    from orchestrator.cli.checked import points_text
+
+    every = [Point("v", {"speculative_num_steps": s, "speculative_eagle_topk": k}) for s in (1, 3, 5) for k in (1, 4)]
+    assert points_text(every[:2], every) == "steps=1 x topk=1,4 (2 points)"  # 1, 3, 5: not a run of whole numbers
+    assert points_text([every[0], every[3]], every) == "steps=1 topk=1; steps=3 topk=4 (2 points)"
+    assert points_text(every * 1, every) == "all 6 points"
+    many = [Point("v", {"n": n}) for n in range(10)]
+    assert points_text(many[2:5], many) == "n=2..4 (3 points)"
+    assert points_text([many[8], many[0], many[4]], many) == "n=0,4,8 (3 points)"  # in the sweep's order
+    named = [Point("story", {}), Point("fixed", {})]
+    assert points_text(named[1:], named) == "fixed" and points_text(named, named) == "story, fixed"

@@ -19,10 +19,11 @@ from orchestrator.core.spec import RunPlan, Spec
 
 
 async def check_plans(spec: Spec, plans: list[RunPlan], hosts: list[Host]) -> list[dict[str, Any]]:
-    """One group per (variant, host): flags the host's engine would reject, patches that would not
-    apply or would leave a file that does not compile, then the checkpoint findings (an error the
-    experiment allows comes marked `allowed`). Checkpoints are read from their local (transformed)
-    copies. A host that cannot be checked raises its error (the first, in host order)."""
+    """One group per run it would make (its variant, matrix point, repeat, host): flags the host's
+    engine would reject, patches that would not apply or would leave a file that does not compile,
+    then the checkpoint findings (an error the experiment allows comes marked `allowed`).
+    Checkpoints are read from their local (transformed) copies. A host that cannot be checked
+    raises its error (the first, in host order)."""
     queues = sweep.schedule(plans, hosts)
     engine = engines.get(spec.engine)
 
@@ -52,7 +53,8 @@ async def _check_one(spec: Spec, plan: RunPlan, session: HostSession) -> dict[st
     overlay: dict[str, Path] = await stages.local_checkpoints(spec, launch.checkpoints)
     found = await engine.preflight(session, launch.command, launch.env, plan.patches, overlay, plan.allow)
     params = {k: launch.params.get(k) for k in ("model_path", "draft_model_path")}
-    return {"variant": plan.variant, "host": session.host.name, "params": params,
+    return {"variant": plan.variant, "point": plan.point, "repeat": plan.repeat, "host": session.host.name,
+            "params": params,
             "findings": flag_findings + await _patch_findings(session, plan) + [f.as_json() for f in found]}
 
 
