@@ -8,11 +8,12 @@ may read is typed here, and a stage that needs more says so in this file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core.secrets import hide
 from orchestrator.core.spec import RunPlan, Spec
@@ -118,26 +119,42 @@ class Hiding:
         self._inner.known(label, values)  # ids, GPUs, numbers and a status: no secret in them
 
 
-class _Unfailing:
+class Unfailing:
     """A reporter whose lines may be lost but never stop a cleanup: `orch run | tee` after Ctrl-C
     writes to a closed pipe (which rich's console turns into SystemExit), a hung-up terminal answers EIO."""
 
-    def __init__(self, reporter: Reporter):
-        self._reporter = reporter
+    def __init__(self, inner: Reporter):
+        self._inner = inner
 
-    def __getattr__(self, name: str) -> Any:
-        hook = getattr(self._reporter, name)
+    def message(self, label: str, text: str) -> None:
+        with _lost_if_unwritable():
+            self._inner.message(label, text)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return hook(*args, **kwargs)
-            except (OSError, SystemExit):  # rich turns a broken pipe into SystemExit, once quiet
-                return None
-        return call
+    def warning(self, label: str, text: str) -> None:
+        with _lost_if_unwritable():
+            self._inner.warning(label, text)
+
+    def transfer(self, label: str) -> Progress:
+        with _lost_if_unwritable():
+            return self._inner.transfer(label)
+        return _unshown  # the progress of a transfer nobody can see
+
+    def stage(self, label: str, stage: Stage) -> None:
+        with _lost_if_unwritable():
+            self._inner.stage(label, stage)
+
+    def known(self, label: str, values: dict[str, Any]) -> None:
+        with _lost_if_unwritable():
+            self._inner.known(label, values)
+
+
+def _lost_if_unwritable() -> contextlib.suppress:
+    """What a closed pipe or a hung-up terminal raises, swallowed: rich turns a broken pipe into SystemExit, once quiet."""
+    return contextlib.suppress(OSError, SystemExit)
 
 
 def unfailing(reporter: Reporter) -> Reporter:
-    return cast(Reporter, _Unfailing(reporter))
+    return Unfailing(reporter)
 
 
 def hiding(reporter: Reporter, secrets: dict[str, str]) -> Reporter:

@@ -26,7 +26,7 @@ class Launch:
     port: int
     pinned: str | None  # the GPUs a slot pinned the run to (`slots.py`); None: the host's as they come
     tp_size: int
-    params: dict[str, Any]  # the rendered params, as the run row records them
+    params: dict[str, object]  # the rendered params, as the run row records them
     env: dict[str, str]  # the launch environment, the host's and the plan's
     secret_names: tuple[str, ...]
     checkpoints: dict[str, str]  # each checkpoint's rendered dest on the host, by name
@@ -61,7 +61,7 @@ class Launch:
 def of(context: Mapping[str, Any], command: str, asked: Mapping[str, object] | None = None) -> Launch:
     """The Launch a render context and the command rendered from it describe (a part of a context,
     as a test may give, reads as empty); `asked`: the engine's reading, when it was read already."""
-    params: dict[str, Any] = context.get("params", {})
+    params: dict[str, object] = context.get("params", {})
     site = params.get(overlay.PARAM)
     return Launch(
         host=str(context.get("host", {}).get("name", "")), node=int(context.get("node_rank", 0)),

@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from orchestrator import remote
 from orchestrator.core.inventory import Host
@@ -46,6 +46,16 @@ WATCH_SECONDS = 0.3  # between two looks at the other nodes' servers
 EVIDENCE_CHARS = 300  # of each log line a diagnosis quotes (the arguments line is kilobytes long)
 
 
+class NodeContext(TypedDict):
+    """What node `node_rank`'s launch script renders with besides the run's own context."""
+
+    node_rank: int
+    nnodes: int
+    dist_init_addr: str  # host:port
+    dist_init_host: str
+    dist_init_port: int
+
+
 @dataclass(frozen=True)
 class Nodes:
     """The other nodes of a run over several hosts (in rank order) and rank 0's rendezvous address."""
@@ -58,7 +68,7 @@ class Nodes:
     def count(self) -> int:
         return len(self.peers) + 1
 
-    def context(self, rank: int) -> dict[str, Any]:
+    def context(self, rank: int) -> NodeContext:
         """What node `rank`'s launch script renders with (besides the run's own context)."""
         return {"node_rank": rank, "nnodes": self.count, "dist_init_addr": f"{self.dist_host}:{self.dist_port}",
                 "dist_init_host": self.dist_host, "dist_init_port": self.dist_port}
