@@ -234,3 +234,17 @@ def test_tags_and_notes_on_postgresql(postgres, tmp_path):
     assert json.loads(pg("show", "2", "--json"))["tags"] == {"gpu": "h100 ü"}
     done = orch(tmp_path, "--db", url, "tag", "2", "--rm", "baseline")
     assert done.returncode == 2 and "has no tag 'baseline'" in done.stderr
+
+
+def test_where_reaches_tags_in_compare_and_ls(project):
+    """`--where tag.KEY=VALUE` as any `--where` condition: `orch compare` ranks only the tagged
+    runs' configurations, `orch ls` lists only them; a tag no run has is an error as a param is."""
+    ok(project, "tag", "1", "baseline=yes", "batch=5")
+    ok(project, "tag", "2", "batch=6")
+    data = json.loads(ok(project, "compare", "eagle_debug", "--json", "--where", "tag.baseline=yes"))
+    assert [r["params"]["speculative_num_steps"] for r in data["rows"]] == [3]
+    data = json.loads(ok(project, "compare", "eagle_debug", "--json", "--where", "tag.batch=6"))  # as --set reads 6
+    assert [r["params"]["speculative_num_steps"] for r in data["rows"]] == [5]
+    assert [r["id"] for r in listed(project, "--where", "tag.batch=5")] == [1]
+    done = orch(project, "compare", "eagle_debug", "--where", "tag.baselin=yes")
+    assert done.returncode == 2 and "has a param 'tag.baselin'; did you mean 'tag.baseline'?" in done.stderr

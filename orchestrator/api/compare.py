@@ -16,6 +16,7 @@ from orchestrator.core.compare import (
 )
 from orchestrator.core import compare as comparing
 from orchestrator.core.objective import metrics as objective_metrics
+from orchestrator.core.tags import WHERE_PREFIX
 from orchestrator.errors import SpecError
 
 from .records import parse_where
@@ -58,6 +59,7 @@ def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[
         raise SpecError(f"no experiment {experiment!r} in {shown(store.url)}{comparing.did_you_mean(experiment, known)}"
                         f"; see `orch ls` (experiments: {', '.join(known) or 'none'})")
     runs = queries.comparable_runs(store, experiment)
+    _with_tags(store, runs)
     comparing.check_keys(where, {k for r in runs for k in view(r)}, f"of {experiment!r}")
     chosen = [r for r in runs if comparing.matches(view(r), where)]
     left_out = {s: n for s, n in counts.items() if s != SUCCEEDED and n}
@@ -67,8 +69,20 @@ def load(store: Any, experiment: str, where: dict[str, Any]) -> tuple[list[dict[
 
 
 def view(run: dict[str, Any]) -> dict[str, Any]:
-    """What `--where` matches: the run's params as they ran, its variant, `asked.k`, `effective.k`."""
-    return comparing.where_view(run["variant"], run["params"], run.get("effective"))
+    """What `--where` matches: the run's params as they ran, its variant, `asked.k`, `effective.k`,
+    and its tags as `tag.k` (`orch tag`)."""
+    found = comparing.where_view(run["variant"], run["params"], run.get("effective"))
+    found.update({WHERE_PREFIX + k: v for k, v in run.get("tags", {}).items()})
+    return found
+
+
+def _with_tags(store: Any, runs: list[dict[str, Any]]) -> None:
+    """Each run's tags beside its params (`tags`: {key: value}), for `--where tag.KEY=VALUE`."""
+    from orchestrator.store import tags
+
+    tagged = tags.run_tags(store, [r["id"] for r in runs])
+    for r in runs:
+        r["tags"] = tagged.get(r["id"], {})
 
 
 def left_out_text(left_out: dict[str, int]) -> str:

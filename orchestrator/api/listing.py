@@ -10,6 +10,7 @@ from json.encoder import encode_basestring_ascii  # the encoder's own, in C
 from typing import Any
 
 from orchestrator.core import compare as comparing
+from orchestrator.core.tags import WHERE_PREFIX
 from orchestrator.errors import SpecError
 from orchestrator.store import metricjson
 
@@ -39,8 +40,10 @@ def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str
     rows = queries.listed_runs(store, limit=None if (where or sort) else limit, decode=bool(where) or not as_text,
                                effective=bool(where), **filters)
     if where:
-        comparing.check_keys(where, {k for r in rows for k in _view(r)}, "listed")
-        rows = [r for r in rows if comparing.matches(_view(r), where)]
+        tagged = _tags(store, rows) if any(k.startswith(WHERE_PREFIX) for k in where) else {}
+        views = [_view(r, tagged.get(r.id)) for r in rows]
+        comparing.check_keys(where, {k for v in views for k in v}, "listed")
+        rows = [r for r, v in zip(rows, views) if comparing.matches(v, where)]
     if not sort:
         rows = rows[-limit:] if limit and where else rows
         return rows, queries.run_metrics(store, [r.id for r in rows])
@@ -57,9 +60,18 @@ def select(store: Any, filters: dict[str, Any], where: dict[str, Any], sort: str
     return rows, metrics
 
 
-def _view(r: Any) -> dict[str, Any]:
-    """What `--where` matches: the params as the engine ran them (core/compare.py where_view)."""
-    return comparing.where_view(r.variant, r.params or {}, r.effective_params)
+def _view(r: Any, tags: dict[str, str] | None = None) -> dict[str, Any]:
+    """What `--where` matches: the params as the engine ran them (core/compare.py where_view), and
+    the run's tags as `tag.KEY`."""
+    found = comparing.where_view(r.variant, r.params or {}, r.effective_params)
+    found.update({WHERE_PREFIX + k: v for k, v in (tags or {}).items()})
+    return found
+
+
+def _tags(store: Any, rows: list[Any]) -> dict[int, dict[str, str]]:
+    from orchestrator.store import tags
+
+    return tags.run_tags(store, [r.id for r in rows])
 
 
 def json_text(rows: list[Any], metrics: dict[int, dict[str, Any]] | None,

@@ -12,7 +12,8 @@ from . import ui
 from .app import app, dumps, settings
 
 WHERE_HELP = ("Only runs whose param has this value as the engine ran it: key=value (a number or true/false as `--set` "
-              "reads it); asked.key=value the command's value, effective.key=value the engine's print alone. Repeatable.")
+              "reads it); asked.key=value the command's value, effective.key=value the engine's print alone; "
+              "tag.key=value a tag (`orch tag`). Repeatable.")
 
 
 @app.command("compare")
