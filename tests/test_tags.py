@@ -248,3 +248,12 @@ def test_where_reaches_tags_in_compare_and_ls(project):
     assert [r["id"] for r in listed(project, "--where", "tag.batch=5")] == [1]
     done = orch(project, "compare", "eagle_debug", "--where", "tag.baselin=yes")
     assert done.returncode == 2 and "has a param 'tag.baselin'; did you mean 'tag.baseline'?" in done.stderr
+
+
+def test_the_report_shows_tags_and_note_escaped(project):
+    ok(project, "tag", "1", "why=<script>alert(1)</script>")
+    ok(project, "note", "1", "-", stdin="a & b\n<b>bold</b>")
+    ok(project, "report", "eagle_debug", "-o", str(project / "report.html"))
+    page = (project / "report.html").read_text()
+    assert "tags: why=&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
+    assert "<pre>a &amp; b\n&lt;b&gt;bold&lt;/b&gt;</pre>" in page

@@ -95,6 +95,8 @@ def _run_details(found: Experiment, run: RunData) -> str:
         f"<table><tr><th>patch</th><th>target</th><th>state</th><th>sha256 after</th></tr>{patches}</table>"
         if patches else "<p>no patches</p>",
         f"<p>flags: {escape(' '.join(map(str, r['flags'])) or 'none')}</p>",
+        f"<p>tags: {escape('  '.join(f'{k}={v}' for k, v in r['tags'].items()))}</p>" if r.get("tags") else "",
+        f"<p>note:</p><pre>{escape(r['note'])}</pre>" if r.get("note") else "",
         f"<details><summary>debug lines ({len(r['debug_lines'])})</summary><pre>{escape(debug)}</pre></details>",
         f"<p>error: {escape(r['error'])}</p>" if r.get("error") else "",
     ]

@@ -1,7 +1,7 @@
 """Many runs' records in a few queries: what `orch report` reads of an experiment.
 
 The same keys as Store.record (a subset: no env, command, events, histograms, checkpoint facts,
-log), read per table for all the runs at once instead of a handful of queries per run, over plain
+log; `note` its text alone), read per table for all the runs at once instead of a handful of queries per run, over plain
 DB-API (store/reader.py).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import series
+from . import series, tags
 from .queries import run_metrics
 from .reader import Reader, columns, decoded, of
 
@@ -19,7 +19,7 @@ COLUMNS = ("id", "uid", "experiment", "variant", "host", "status", "repeat", "pa
 
 def experiment_records(source: Any, experiment: str, series_value: str) -> list[dict[str, Any]]:
     """Every run of the experiment, oldest first: its columns, metrics {name: value} (the first
-    row of each name), patches, debug lines and series, as Store.record names them. Of the series
+    row of each name), patches, debug lines, series, tags and note, as Store.record names them. Of the series
     only the points that carry `series_value`, and only it (kind, time, `series_value`): read
     inside the database, no row's whole JSON decoded."""
     reader = of(source)
@@ -28,7 +28,9 @@ def experiment_records(source: Any, experiment: str, series_value: str) -> list[
     ids = [r["id"] for r in records]
     metrics = run_metrics(reader, ids)
     children = _children(reader, ids, series_value)
+    tagged, notes = tags.run_tags(reader, ids), tags.run_notes(reader, ids)
     for r in records:
+        r["tags"], r["note"] = tagged.get(r["id"], {}), notes.get(r["id"])
         r["params"], r["flags"] = r["params"] or {}, list(r["flags"] or [])
         r["metrics"] = metrics.get(r["id"], {})
         for key in ("patches", "debug_lines", "series"):

@@ -32,6 +32,12 @@ def run_tags(source: Any, run_ids: Sequence[int]) -> dict[int, dict[str, str]]:
     return found
 
 
+def run_notes(source: Any, run_ids: Sequence[int]) -> dict[int, str]:
+    """run id -> its note's text, of these runs that have one."""
+    sql = "SELECT run_id, text FROM noterow WHERE run_id IN ({ids})"
+    return {run_id: text for run_id, text in of(source).chunked(sql, list(run_ids))}
+
+
 def of_run(source: Any, run_id: int) -> dict[str, Any]:
     """What `orch show` says of a run's tags and note: `tags` {key: value}, `tag_authors` {key:
     {user, at}} and `note` ({text, user, at} or None)."""
