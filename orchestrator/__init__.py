@@ -156,7 +156,9 @@ def check_experiment(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, ho
                      overrides: _Sequence[str] = (), variants: _Sequence[str] = ()) -> list[dict[str, _typing.Any]]:
     """`orch check SPEC --json`: for each run the experiment would make, on the host it would run
     on, the findings (flags, patches, checkpoints) — nothing pushed, patched or launched. One group
-    per (variant, host): `{variant, host, params, findings: [{severity, code, what, why, fix}]}`."""
+    per run: `{variant, point, repeat, host, params, findings: [{severity, code, what, why, fix}]}`
+    (`point`: its matrix values); `orchestrator.api.findings.grouped` keeps each finding once with
+    the points it came from, as `orch check` prints them."""
     import asyncio
 
     return asyncio.run(check_experiment_async(spec, inventory=inventory, hosts=hosts, overrides=overrides,
@@ -198,14 +200,17 @@ def run_requests(run: str, *, db: str = _DEFAULT_DB, by_end: bool = False) -> li
 def diff_runs(run_a: str = "last~1", run_b: str = "last", *, db: str = _DEFAULT_DB,
               everything: bool = False) -> "RunDiff":
     """`orch diff RUN_A RUN_B`: two runs side by side (params, env, metrics with deltas, patches,
-    debug fields, launch command); `everything`: the equal params and debug fields too.
-    `.as_json()` is what `orch diff --json` prints."""
+    debug fields, launch command). `.shown()` leaves out what differs only by where or when the
+    runs ran (a port, a path on the host) and the metrics they measured alike, `.hidden_text()`
+    says how many lines that is; `everything`: all of it, and the equal params and debug fields
+    too. `.as_json()` is what `orch diff --json` prints."""
     from orchestrator.core import diff as diffs
     from orchestrator.store import reading
 
     reader = reading.open_url(db)
-    a, b = (reading.record(reader, reading.get(reader, ref)) for ref in (run_a, run_b))
-    return diffs.RunDiff(a, b, diffs.compare(a, b, everything=everything))
+    found = [reading.get(reader, ref) for ref in (run_a, run_b)]
+    a, b = (reading.record(reader, run) for run in found)
+    return diffs.run_diff(a, b, (found[0].spec, found[1].spec), everything=everything)
 
 
 def revert_patches(hosts: _Sequence[str] = (), *, inventory: _Where = _DEFAULT_INVENTORY, db: str = _DEFAULT_DB,

@@ -20,11 +20,15 @@ SERIES_KINDS = ("decode", "prefill", "requests")
 @dataclass(frozen=True)
 class Listing:
     """The runs `orch ls` lists (rows with the Run's attribute names: id, uid, experiment, variant,
-    host, status, params ...), each one's metrics by run id, and the tags of those that have any."""
+    host, status, params ...), each one's metrics by run id, and the tags of those that have any;
+    the params swept between them and the headline metrics, the columns its table shows by
+    default (api/columns.py)."""
 
     rows: list[Any]
     metrics: dict[int, dict[str, Any]]
     tags: dict[int, dict[str, str]] = field(default_factory=dict)
+    swept: tuple[str, ...] = ()
+    headline: tuple[str, ...] = ()
 
 
 def list_runs(*, db: str = _DEFAULT_DB, experiment: str | None = None, status: str | None = None,
@@ -38,10 +42,12 @@ def list_runs(*, db: str = _DEFAULT_DB, experiment: str | None = None, status: s
     reader, filters = _listed(db, status, sort, experiment, host, mine, tags)
     from orchestrator.store import tags as tagging
 
-    from . import listing
+    from . import columns, listing
 
     rows, metrics = listing.select(reader, filters, parse_where(where), sort, limit)
-    return Listing(rows, metrics, tagging.run_tags(reader, [r.id for r in rows]))
+    spec = columns.newest_spec(reader, rows)
+    return Listing(rows, metrics, tagging.run_tags(reader, [r.id for r in rows]), columns.swept(rows, spec),
+                   columns.headline(metrics, spec, sort))
 
 
 def list_runs_json(*, db: str = _DEFAULT_DB, experiment: str | None = None, status: str | None = None,

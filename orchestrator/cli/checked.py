@@ -8,13 +8,14 @@ where it ran on several."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.api import findings as grouping
 from . import swept
 from .text import fmt, line
+
+if TYPE_CHECKING:  # `orch check --json` loads no rich
+    from rich.console import Console
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "dim"}
 LISTED = 6  # points listed one by one at most; then how many more

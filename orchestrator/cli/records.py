@@ -42,9 +42,9 @@ def list_runs(
         return emit(orchestrator.list_runs_json(**chosen))
     if as_csv:
         return emit(orchestrator.list_runs_csv(**chosen))
-    found = orchestrator.list_runs(**chosen)
-    rows, metrics = found.rows, found.metrics
-    ui.runs(rows, {sort: {r.id: metrics.get(r.id, {}).get(sort) for r in rows}} if sort else None, found.tags)
+    from . import runtable  # here: --json and --csv load no rich
+
+    runtable.show(ui.console, orchestrator.list_runs(**chosen))
 
 
 @app.command()
@@ -88,7 +88,7 @@ def diff(
     if as_json:
         emit(dumps(compared.as_json()) + "\n")
     else:
-        ui.diff(compared.a, compared.b, compared.rows, compared.command_diff())
+        ui.diff(compared.a, compared.b, compared.shown(), compared.command_diff(), compared.hidden_text())
 
 
 def _requests(run_id: int, rows: list[dict[str, Any]], as_json: bool = False, as_csv: bool = False,

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.records import MetricInfo
-from . import live, swept, tagged
+from . import checked, live, swept, tagged
 from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
 
 if TYPE_CHECKING:
@@ -95,23 +95,6 @@ def matrix_params(plans: list[Any], outcomes: list[Any], store: Any) -> Params:
     return tuple(names), {o.run_id: store.get(str(o.run_id)).params for o in outcomes if o.run_id is not None}
 
 
-def runs(rows: list[Any], metrics: dict[str, dict[Any, Any]] | None = None,
-         tags: dict[int, dict[str, str]] | None = None) -> None:
-    """The runs, with a column per metric in `metrics` (name -> run id -> value); a tags column
-    when a listed run has any (`tags`: run id -> its tags)."""
-    metrics, tags = metrics or {}, tags or {}
-    table = Table()
-    for column in ("id", "experiment", "variant", "host", "status", *metrics, "started", "flags", *("tags",) * bool(tags)):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(str(r.id), line(r.experiment), line(r.variant), line(r.host),
-                      f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
-                      *(fmt(values.get(r.id)) for values in metrics.values()),
-                      r.started_at[:19].replace("T", " "), line(", ".join(r.flags or [])),
-                      *(tagged.cell(tags.get(r.id)),) * bool(tags))
-    console.print(table)
-
-
 def show(record: dict[str, Any]) -> None:
     c = console
     c.print(f"[bold]run {record['id']}[/] {line(record['uid'])}  {line(record['experiment'])}/{line(record['variant'])} "
@@ -178,7 +161,8 @@ def _pairs(title: str, values: dict[str, Any]) -> None:
                       soft_wrap=True)
 
 
-def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Any], command: list[str]) -> None:
+def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Any], command: list[str], hidden: str = "") -> None:
+    """`orch diff`: the rows and launch-script lines shown; `hidden` says what was left out."""
     for side, run in (("a", a), ("b", b)):
         console.print(f"[bold]{side}[/] = run {run['id']} {line(run['experiment'])}/{line(run['variant'])} on "
                       f"{line(run['host'])} ({line(run['status'])})")
@@ -190,12 +174,15 @@ def diff(a: dict[str, Any], b: dict[str, Any], rows: list[Any], command: list[st
         table.add_row(line(r.section) if r.section != last else "", line(r.key), line(fmt(r.a)), line(fmt(r.b)),
                       _delta(r))
         last = r.section
-    console.print(table)
+    if rows:
+        console.print(table)
     if command:
         console.print("[bold]launch script[/]:")
         for changed in command:
             style = "green" if changed.startswith("+") else "red" if changed.startswith("-") else "dim"
             console.print(f"  [{style}]{line(changed)}[/]", soft_wrap=True)
+    if hidden:
+        console.print(f"[dim]{line(hidden)}[/]", soft_wrap=True)
 
 
 def _delta(row: Any) -> str:
@@ -306,7 +293,7 @@ def patches(rows: list[dict[str, Any]]) -> None:
 
 # -- checkpoints: push progress, preflight findings ---------------------------------------------
 
-SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "dim"}
+SEVERITY_STYLE = checked.SEVERITY_STYLE  # a finding's severity, styled as `orch check` styles it
 
 
 def transfer(label: str) -> Callable[[str, int], None]:
@@ -372,16 +359,8 @@ reporter: Plain | live.Board = live.Board(console, progress, transfer) if sys.st
 
 
 def findings(groups: list[dict[str, Any]]) -> None:
-    """`orch check`: the findings of each (variant, host), errors first."""
-    order = {"error": 0, "warning": 1, "info": 2}
-    for group in groups:
-        items = sorted(group["findings"], key=lambda f: order.get(f["severity"], 3))
-        head = f"[bold]{line(group['variant'])}@{line(group['host'])}[/]"
-        if not items:
-            console.print(f"{head}: [green]no findings[/]")
-            continue
-        console.print(f"{head}: {len(items)} finding(s)")
-        _finding_lines(items)
+    """`orch check`: each finding once, errors first, with the points of the sweep it came from."""
+    checked.show(console, groups)
 
 
 def _finding_lines(items: list[dict[str, Any]]) -> None:

@@ -1,0 +1,65 @@
+"""The columns `orch ls` shows by default: the params swept between the listed runs and the
+headline metrics.
+
+A tuning sweep (steps x topk x repeats) lists runs that differ only in a few params: those are the
+columns worth the room, as the live table of `orch run` shows them (cli/swept.py). A param every
+listed run has at one value says nothing of one run against another, and one that differs only
+because of where a run ran (a port, a GPU slot, a path the experiment writes with `{{ host.* }}`)
+says nothing of its configuration: neither is a column. The metrics are accept length and output
+throughput, then the experiment's objective's (core/objective.py) and the one `--sort` ranks by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from orchestrator.core import compare as comparing, objective as objectives
+from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
+from orchestrator.errors import SpecError
+
+HEADLINE = (objectives.ACCEPT, objectives.THROUGHPUT)  # every listing's, where its runs have them
+
+
+def swept(rows: Sequence[Any], spec: dict[str, Any] | None) -> tuple[str, ...]:
+    """The params whose value differs between `rows` (listed runs of one experiment), in the order
+    the runs name them; host-bound ones aside (`spec`: the experiment as its newest run stored it)."""
+    if len({r.experiment for r in rows}) != 1:
+        return ()  # runs of several experiments: their params are not one sweep's
+    leave = HOST_SPECIFIC_PARAMS | _host_written(spec or {}, {r.variant for r in rows})
+    names = dict.fromkeys(k for r in rows for k in (r.params or {}) if k not in leave)
+    return tuple(k for k in names if len({repr((r.params or {}).get(k)) for r in rows}) > 1)
+
+
+def headline(metrics: dict[int, dict[str, Any]], spec: dict[str, Any] | None, sort: str | None) -> tuple[str, ...]:
+    """Accept length and output throughput, the objective's metric and `sort`: those some listed
+    run has (`sort` always: the listing is ranked by it)."""
+    known = {name for values in metrics.values() for name in values}
+    wanted = [*HEADLINE, *_objective_metric(spec), *([sort] if sort else [])]
+    return tuple(dict.fromkeys(m for m in wanted if m in known or m == sort))
+
+
+def newest_spec(reader: Any, rows: Sequence[Any]) -> dict[str, Any] | None:
+    """The experiment as the newest listed run stored it (one read), where the rows are of one experiment."""
+    if not rows or len({r.experiment for r in rows}) != 1:
+        return None
+    from orchestrator.store.reading import decoded
+
+    found = reader.rows("SELECT spec FROM run WHERE id = ?", (max(r.id for r in rows),))
+    spec = decoded("spec", found[0][0]) if found else None
+    return spec if isinstance(spec, dict) else None
+
+
+def _host_written(spec: dict[str, Any], variants: Iterable[str]) -> set[str]:
+    return {name for variant in variants for name in comparing.host_written(spec, variant)}
+
+
+def _objective_metric(spec: dict[str, Any] | None) -> list[str]:
+    """The metric the experiment's `objective:` ranks by; none where it has none, or one orch can
+    no longer read (a listing shows the runs whatever their spec says)."""
+    stored = (spec or {}).get("objective")
+    if not isinstance(stored, dict):
+        return []
+    try:
+        return [objectives.parse(stored, lambda key: "objective").metric]
+    except SpecError:
+        return []
