@@ -10,6 +10,7 @@ import pytest
 
 from support.cli import orch_main
 from support.specs import make_run
+import tuning_runs
 from orchestrator.store.database import FAILED, Store
 
 
@@ -66,3 +67,49 @@ def test_csv_has_a_column_per_param_and_metric(store, monkeypatch, capsys):
 def test_bad_ls_input_is_one_line_and_exit_2(store, monkeypatch, capsys, args, message):
     code, _, err, _ = orch_main(None, [*args], ["--db", store.url], strict=True)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def table(out: str) -> tuple[str, list[str], list[list[str]]]:
+    """`orch ls`'s title, its header's cells and each row's."""
+    lines = out.splitlines()
+    cells = [[c.strip() for c in line.strip("┃│").split("┃" if "┃" in line else "│")] for line in lines[1:]
+             if line.startswith(("┃", "│"))]
+    return lines[0], cells[0], cells[1:]
+
+
+def test_the_table_shows_what_tells_the_runs_apart_and_the_headline_metrics(store, monkeypatch, capsys):
+    """steps differs between the runs: a column; topk is the same in all, and port, the GPU slot and
+    the model path (written with `{{ host.* }}`) differ only by host: none. What all the runs share
+    is said above the table; the hosts differ: a column."""
+    code, out, _, _ = orch_main(None, ["ls", "-e", "sweep", "--status", "succeeded"], ["--db", store.url], strict=True)
+    title, header, rows = table(out)
+    assert code == 0 and title == "4 runs of sweep, variant fixed"
+    assert header == ["id", "host", "steps", "status", "accept_len", "output_tok_s", "started"]
+    assert [row[:6] for row in rows][1] == ["2", "b", "5", "succeeded", "3", "101"]
+
+
+def test_a_tuning_sweep_on_80_columns_shows_steps_topk_and_the_objective(tmp_path, monkeypatch):
+    """steps x topk x 2 repeats (the repeats on two ports): steps and topk by their short labels, and
+    the objective's metric beside accept length and throughput, in no line wider than 80."""
+    from rich.console import Console
+
+    from orchestrator.cli import ui
+
+    store = tuning_runs.fill(tmp_path / "orch.db", {"minimize": "itl_ms_p99", "subject_to": ["accept_len >= 2"]})
+
+    def screen(*args: str) -> str:
+        """`orch ls ARGS` on a terminal of 80 columns."""
+        drawn = io.StringIO()
+        monkeypatch.setattr(ui, "console", Console(file=drawn, width=80, force_terminal=True, color_system=None))
+        code, _, _, _ = orch_main(None, ["ls", *args], ["--db", store.url], strict=True)
+        assert code == 0
+        return drawn.getvalue()
+
+    drawn = screen()
+    title, header, rows = table(drawn)
+    assert title == "18 runs of tuning, variant sweep, on local"
+    assert header[:7] == ["id", "steps", "topk", "status", "accept_len", "output_tok_s", "itl_ms_p99"]
+    assert len(rows) == 18 and rows[-1][1:3] == ["5", "4"]
+    assert max(len(line) for line in drawn.splitlines()) <= 80
+    header = table(screen("--sort", "accept_len", "-n", "2"))[1]
+    assert header[:4] == ["id", "status", "accept_len", "output_tok_s"]  # two repeats of one point: nothing swept
