@@ -27,6 +27,7 @@ from orchestrator.core import shell
 from orchestrator.errors import HostError
 from orchestrator.core.inventory import Host
 from .base import Completed, FileStat, LinkLost, Reconnection, command_failed
+from . import openssh
 from .dial import CONNECT_TIMEOUT, connect, reason as _reason, target as _target
 from .resident import Broken, NotStarted, Resident
 
@@ -69,6 +70,7 @@ class SSHConnection:
         self._forwards: dict[int, asyncssh.SSHListener] = {}
         self._residents: list[Resident] = []  # idle resident shells
         self._exec_only = False  # a resident shell would not start here: an exec channel per command
+        self._bulk = openssh.Route()  # big files' bytes through OpenSSH (put_file)
 
     @property
     def reconnections(self) -> Sequence[Reconnection]:
@@ -264,19 +266,29 @@ class SSHConnection:
 
     @_watch_link("write a file")
     async def put_file(self, local: Path, path: str, offset: int = 0, advance: Callable[[int], None] | None = None) -> None:
-        """Write a local file's bytes from `offset` on into `path` (created, or kept up to `offset`),
-        each chunk as many SFTP writes in flight; `advance(n)` after each chunk (for progress bars)."""
+        """Write a local file's bytes from `offset` on into `path` (created, or kept up to `offset`):
+        a big file's through this machine's OpenSSH client (`openssh.py`), the rest as many SFTP
+        writes in flight per chunk, the next chunk read in a thread meanwhile; `advance(n)` as
+        bytes move (for progress bars)."""
         sftp = await self._sftp_client()
         target = self._abs(path)
         try:
+            if self._bulk.takes(self.host, local.stat().st_size - offset):
+                offset, told = await self._bulk.send(self.host, sftp, local, target, offset, advance)
+                advance = openssh.owed(advance, told)
             async with sftp.open(target, "r+b" if offset else "wb") as handle:
                 with open(local, "rb") as source:
                     source.seek(offset)
-                    while chunk := source.read(PUT_CHUNK):
-                        await handle.write(chunk, offset)
-                        offset += len(chunk)
-                        if advance:
-                            advance(len(chunk))
+                    reading = asyncio.ensure_future(asyncio.to_thread(source.read, PUT_CHUNK))
+                    try:
+                        while chunk := await reading:
+                            reading = asyncio.ensure_future(asyncio.to_thread(source.read, PUT_CHUNK))
+                            await handle.write(chunk, offset)
+                            offset += len(chunk)
+                            if advance:
+                                advance(len(chunk))
+                    finally:  # never close the file under a read still running
+                        await asyncio.wait({reading})
                 await handle.truncate(offset)
         except asyncssh.SFTPError as exc:
             raise self._file_error("write", target, exc) from None

@@ -24,7 +24,7 @@ from .facts import FACTS_MARKER, host_facts
 from .files import (NO_FILE, cat_files, file_quoting, flag_sources, list_dirs, list_named, log_excerpt, mkdir,
                     mkdir_private, move, read_file, read_range, remove_empty_dir, remove_files, remove_tree,
                     rename_over, sha256_each, sha256_prefix, stat_line, tree_listing, untar_stdin,
-                    unwritable_folders, write_stdin)
+                    unwritable_folders, write_stdin, write_stdin_at)
 from .journal import cat_records, keep_original, remove_stale_temps, sweep_journal, sync_paths
 from .lock import LOCK_MARKER, lock_break, lock_release, lock_renew, lock_state, lock_take
 from .occupancy import GPU_MARKER, disk_free, free_port, gpu_use, port_holders
@@ -45,7 +45,7 @@ __all__ = [
     "NO_FILE", "cat_files", "file_quoting", "flag_sources", "list_dirs", "list_named", "log_excerpt", "mkdir",
     "mkdir_private", "move", "read_file", "read_range", "remove_empty_dir", "remove_files", "remove_tree",
     "rename_over", "sha256_each", "sha256_prefix", "stat_line", "tree_listing", "untar_stdin", "unwritable_folders",
-    "write_stdin",
+    "write_stdin", "write_stdin_at",
     # journal
     "cat_records", "keep_original", "remove_stale_temps", "sweep_journal", "sync_paths",
     # lock

@@ -69,6 +69,13 @@ def write_stdin(p: str, mode: int | None) -> str:
             f"|| exit 1; {{ cat > \"$t\" && {keep} && sync -- \"$t\" && mv -f -- \"$t\" {path(p)}; }} || {{ rm -f -- \"$t\"; exit 1; }}")
 
 
+def write_stdin_at(p: str, offset: int) -> str:
+    """Stdin written into `p` from byte `offset` on, nothing cut (GNU dd): a big pushed file's bytes,
+    sent by the controller's OpenSSH client. At their offsets, not appended: bytes a killed push's
+    sender still delivers land where the resumed push writes the same bytes."""
+    return f"dd of={path(p)} bs=1M seek={int(offset)} oflag=seek_bytes conv=notrunc status=none"
+
+
 def stat_line(p: str) -> str:
     """`size mtime mode(octal) uid gid` of `p`; fails when it does not exist."""
     return f"stat -c '%s %Y %a %u %g' -- {path(p)}"
