@@ -4,10 +4,12 @@ written through the real Store into a real SQLite file; two runs still diff as b
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from support.cli import orch_main
+from conftest import free_port
+from support.cli import orch, orch_main
 from support.specs import make_run
 from orchestrator.core import compare
 from orchestrator.store.database import Store
@@ -62,3 +64,34 @@ def test_two_runs_still_diff_run_by_run(store, monkeypatch, capsys):
     code, out, _, _ = orch_main(None, ["diff", "1", "3", "--json"], ["--db", store.url], strict=True)
     data = json.loads(out)
     assert code == 0 and data["a"]["id"] == 1 and data["metrics"]["accept_len"] == {"a": 2.0, "b": 3.0, "delta": 1.0}
+
+
+def test_diff_hides_host_specific_and_unchanged_lines_unless_all(store, monkeypatch, capsys):
+    """Runs 1 and 3 differ in their port (picked per run) and in their measures but for the request
+    count: the port and the request count are left out and counted; --all shows them, and the
+    params both have alike, as before. The JSON has every row, and the counts."""
+    code, out, _, _ = orch_main(None, ["diff", "1", "3"], ["--db", store.url], strict=True)
+    keys = {line.split("│")[2].strip() for line in out.splitlines() if line.count("│") > 3}
+    assert code == 0 and {"accept_len", "output_tok_s", "startup_s"} <= keys and not keys & {"port", "requests"}
+    assert out.splitlines()[-1] == "1 host-specific and 1 unchanged lines hidden; --all shows them"
+    code, out, _, _ = orch_main(None, ["diff", "1", "3", "--all"], ["--db", store.url], strict=True)
+    keys = {line.split("│")[2].strip() for line in out.splitlines() if line.count("│") > 3}
+    assert code == 0 and {"port", "requests", "topk"} <= keys and "hidden" not in out
+    data = json.loads(orch_main(None, ["diff", "1", "3", "--json"], ["--db", store.url], strict=True).out)
+    assert data["params"]["port"] == {"a": 30000, "b": 30002} and data["metrics"]["requests"]["delta"] == 0
+    assert data["hidden"] == {"host_specific": 1, "unchanged": 1}
+
+
+def test_two_rehearsal_runs_on_two_ports_differ_in_nothing_shown_of_their_launch(project, demo):
+    """The demo's fixed variant run twice on the rehearsal host, each on a port of its own: the port,
+    the engine's print of it and the launch script's --port line are host-specific, left out."""
+    for _ in range(2):
+        done = orch(project, "run", str(demo), "--variant", "fixed", "--set", f"port={free_port()}")
+        assert done.returncode == 0, done.stdout + done.stderr
+    done = orch(project, "diff")
+    assert done.returncode == 0, done.stderr
+    hidden = re.search(r"(\d+) host-specific and (\d+) unchanged lines? hidden; --all shows them", done.stdout)
+    assert hidden and int(hidden.group(1)) == 4 and int(hidden.group(2)) > 0, done.stdout  # 2 rows, a -/+ line pair
+    assert "port" not in done.stdout and "launch script" not in done.stdout
+    everything = orch(project, "diff", "--all").stdout
+    assert "port" in everything and "--port" in everything and "hidden" not in everything
