@@ -208,7 +208,7 @@ def diff_runs(run_a: str = "last~1", run_b: str = "last", *, db: str = _DEFAULT_
     from orchestrator.store import reading
 
     reader = reading.open_url(db)
-    found = [reading.get(reader, ref) for ref in (run_a, run_b)]
+    found: list[_typing.Any] = [reading.get(reader, ref) for ref in (run_a, run_b)]  # rows named at run time
     a, b = (reading.record(reader, run) for run in found)
     return diffs.run_diff(a, b, (found[0].spec, found[1].spec), everything=everything)
 

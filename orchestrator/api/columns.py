@@ -5,16 +5,16 @@ A tuning sweep (steps x topk x repeats) lists runs that differ only in a few par
 columns worth the room, as the live table of `orch run` shows them (cli/swept.py). A param every
 listed run has at one value says nothing of one run against another, and one that differs only
 because of where a run ran (a port, a GPU slot, a path the experiment writes with `{{ host.* }}`)
-says nothing of its configuration: neither is a column. The metrics are accept length and output
-throughput, then the experiment's objective's (core/objective.py) and the one `--sort` ranks by."""
+says nothing of its configuration (core/hostbound.py, as `orch diff` leaves them out): neither is
+a column. The metrics are accept length and output throughput, then the experiment's objective's
+(core/objective.py) and the one `--sort` ranks by."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.core import compare as comparing, objective as objectives
-from orchestrator.core.defaults import HOST_SPECIFIC_PARAMS
+from orchestrator.core import hostbound, objective as objectives
 from orchestrator.errors import SpecError
 
 HEADLINE = (objectives.ACCEPT, objectives.THROUGHPUT)  # every listing's, where its runs have them
@@ -25,7 +25,7 @@ def swept(rows: Sequence[Any], spec: dict[str, Any] | None) -> tuple[str, ...]:
     the runs name them; host-bound ones aside (`spec`: the experiment as its newest run stored it)."""
     if len({r.experiment for r in rows}) != 1:
         return ()  # runs of several experiments: their params are not one sweep's
-    leave = HOST_SPECIFIC_PARAMS | _host_written(spec or {}, {r.variant for r in rows})
+    leave = frozenset().union(*(hostbound.bound_params(spec, v) for v in {r.variant for r in rows}))
     names = dict.fromkeys(k for r in rows for k in (r.params or {}) if k not in leave)
     return tuple(k for k in names if len({repr((r.params or {}).get(k)) for r in rows}) > 1)
 
@@ -47,10 +47,6 @@ def newest_spec(reader: Any, rows: Sequence[Any]) -> dict[str, Any] | None:
     found = reader.rows("SELECT spec FROM run WHERE id = ?", (max(r.id for r in rows),))
     spec = decoded("spec", found[0][0]) if found else None
     return spec if isinstance(spec, dict) else None
-
-
-def _host_written(spec: dict[str, Any], variants: Iterable[str]) -> set[str]:
-    return {name for variant in variants for name in comparing.host_written(spec, variant)}
 
 
 def _objective_metric(spec: dict[str, Any] | None) -> list[str]:

@@ -19,10 +19,11 @@ def check(
     hosts: str | None = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: the experiment's)."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     variants: list[str] = typer.Option([], "--variant", help="Check only these variants (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="The findings of each group of runs (severity, code, "
-                                 "allowed), as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="The findings of each run (severity, code, allowed), "
+                                 "with its variant, matrix point and repeat, as JSON."),
 ) -> None:
-    """EAGLE-3 checkpoint checks for every run the experiment would make; exit 2 on any error."""
+    """EAGLE-3 checkpoint checks for every run the experiment would make, each finding once with the
+    points of the sweep it covers; exit 2 on any error."""
     groups = orchestrator.check_experiment(spec_path, inventory=settings.inventory, hosts=_split(hosts),
                                            overrides=overrides, variants=variants)
     if as_json:

@@ -33,7 +33,8 @@ def list_runs(
                                    help="Only runs with this tag (KEY=VALUE: that value, exactly; KEY: any value). "
                                         "Repeat: runs with all of them."),
 ) -> None:
-    """List runs, oldest first (the newest `--limit`), or best first by `--sort`."""
+    """List runs, oldest first (the newest `--limit`), or best first by `--sort`: the params that
+    differ between them, accept_len, output_tok_s and the objective's metric, within the terminal."""
     if as_json and as_csv:
         raise SpecError("--json and --csv: give one of them")
     chosen = {"db": settings.db, "experiment": experiment, "status": status, "host": host, "where": where,
@@ -67,13 +68,15 @@ def diff(
     run_a: str = typer.Argument("last~1", metavar="RUN_A", help="The first run, or an experiment's name with --vs.",
                                 autocompletion=completing.runs),
     run_b: str = typer.Argument("last", metavar="RUN_B", help="The second run.", autocompletion=completing.runs),
-    everything: bool = typer.Option(False, "--all", help="Also show params and debug fields that are equal."),
-    as_json: bool = typer.Option(False, "--json", help="params, env, metrics (a, b, delta), patches, debug lines "
-                                 "and command, as JSON."),
+    everything: bool = typer.Option(False, "--all", help="Show everything: also what differs only by host or "
+                                    "time (ports, host paths), unchanged metrics, equal params and debug fields."),
+    as_json: bool = typer.Option(False, "--json", help="params, env, metrics (a, b, delta), patches, debug lines, "
+                                 "command and the counts of what the table hides, as JSON."),
     where: list[str] = typer.Option([], "--where", help="With --vs: side A's conditions, key=value (params or variant)."),
     vs: list[str] = typer.Option([], "--vs", help="Side B: side A's conditions with these changed, key=value."),
 ) -> None:
-    """Compare two runs: params, env, metrics with deltas, patches, debug fields, launch script.
+    """Compare two runs: params, env, metrics with deltas, patches, debug fields, launch script;
+    without what differs only by where the runs ran and the metrics they measured alike (`--all`).
     `orch diff EXPERIMENT --where k=v --vs k=w` compares two configurations' repeats instead."""
     if vs:
         from .compare import diff_configurations
