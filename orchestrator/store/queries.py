@@ -104,11 +104,12 @@ def run_patches(source: Any, run_ids: list[int]) -> dict[int, list[tuple[str, st
 # A listed run's identity as `orch ls --json` writes it, made by SQLite (its json_object): the keys
 # of cli/listing.py's lines in their order; then the rest of its line after the identity's last
 # field: params and effective params as stored, metrics as their stored text (store/metricjson.py; NULL:
-# no metrics); its tags, few and in another table, written after it here as the listing writes them
+# no metrics), then no tags: the few lines of tagged runs are given theirs here, as the listing writes them
 HEAD = ("json_object('id', id, 'uid', uid, 'experiment', experiment, 'variant', variant, 'host', host, 'status', "
         "status, 'user', username, 'flags', json(flags), 'started_at', started_at, 'ended_at', ended_at)")
 TAIL = """',"params":' || coalesce(params, 'null') || ',"effective_params":' || coalesce(effective_params, 'null')
-          || ',"metrics":' || coalesce(metrics_json, '{}')"""
+          || ',"metrics":' || coalesce(metrics_json, '{}') || ',"tags":{}}'"""
+NO_TAGS = ',"tags":{}}'  # how each line the database makes ends
 Tags = Sequence[tuple[str, "str | None"]]  # `--tag` filters: (key, value), or (key, None) for any value
 
 
@@ -123,7 +124,10 @@ def listed_lines(source: Any, experiment: str | None = None, status: str | None 
         return None
     found = reader.rows(*_listing(f"id, rtrim({HEAD}, '}}') || {TAIL}", experiment, status, host, user, limit, tags))
     tagged = tagging.run_tags(reader, [run_id for run_id, _ in found])
-    return [f'{line},"tags":{object_text(tagged.get(run_id))}}}' for run_id, line in reversed(found)]
+    if not tagged:  # most listings: every line as the database made it (a splice per line cost 100,000 runs 0.3 s)
+        return [line for _, line in reversed(found)]
+    return [f'{line[:-len(NO_TAGS)]},"tags":{object_text(tagged[run_id])}}}' if run_id in tagged else line
+            for run_id, line in reversed(found)]
 
 
 def _listing(selected: str, experiment: str | None, status: str | None, host: str | None, user: str | None,
