@@ -152,12 +152,14 @@ async def push(conn: Connection, folder: Path, dest: str, *, cache: Path | None 
     manifest = await asyncio.to_thread(local_manifest, folder, cache)
     dest = _absolute(dest, conn.home)
     listing = await _listing(conn, dest)
-    have = await _host_hashes(conn, dest, manifest, listing)
+    have, cached = await _host_hashes(conn, dest, manifest, listing)
     todo = [e for e in manifest.entries if have.get(e.path) != e.sha256]
-    folders = sorted({posixpath.dirname(f"{dest}/{e.path}") for e in todo} | {dest})
-    made = await conn.run(shell.mkdir(*folders))
-    if not made.ok:
-        raise command_failed(made, f"{conn.host.name}: cannot create {dest}: {made.err.strip()}; check the path and its owner")
+    if todo or not listing:  # a file there means its folder is there
+        folders = sorted({posixpath.dirname(f"{dest}/{e.path}") for e in todo} | {dest})
+        made = await conn.run(shell.mkdir(*folders))
+        if not made.ok:
+            raise command_failed(made, f"{conn.host.name}: cannot create {dest}: {made.err.strip()}; "
+                                       f"check the path and its owner")
     offsets = dict(zip([e.path for e in todo], await asyncio.gather(
         *(_resume_offset(conn, folder / e.path, f"{dest}/{e.path}", e) for e in todo))))
     if progress:
@@ -175,7 +177,7 @@ async def push(conn: Connection, folder: Path, dest: str, *, cache: Path | None 
             progress("end", 0)
     modes = await asyncio.to_thread(_modes, manifest, modes_from)
     modes_set = await filemodes.ensure(conn, dest, modes, ("*" + PART_SUFFIX, HOST_MANIFEST))
-    await _save_host_manifest(conn, dest, manifest, have, todo)
+    await _save_host_manifest(conn, dest, have, todo, listing, cached)
     resumed = sum(offsets.values())
     return PushResult(dest, manifest.digest, len(manifest.entries), manifest.total_bytes, len(todo),
                       sum(e.size for e in todo) - resumed, resumed, time.monotonic() - started, modes_set)
@@ -215,9 +217,9 @@ async def _listing(conn: Connection, dest: str) -> dict[str, tuple[int, str]]:
 
 
 async def _host_hashes(conn: Connection, dest: str, manifest: Manifest,
-                       listing: dict[str, tuple[int, str]]) -> dict[str, str]:
+                       listing: dict[str, tuple[int, str]]) -> tuple[dict[str, str], dict[str, list[object]]]:
     """Hashes of the host's files that could match (same size): from its cached manifest when the
-    size and mtime still agree, else computed there."""
+    size and mtime still agree, else computed there; and that cached manifest."""
     try:
         cached = json.loads(await conn.read_file(f"{dest}/{HOST_MANIFEST}"))
     except (FileNotFoundError, ValueError):
@@ -237,7 +239,7 @@ async def _host_hashes(conn: Connection, dest: str, manifest: Manifest,
         for rel, sha in zip(batch, done.out.split()):
             if sha != "-":
                 hashes[rel] = sha
-    return hashes
+    return hashes, cached
 
 
 async def _resume_offset(conn: Connection, local: Path, final: str, entry: Entry) -> int:
@@ -260,10 +262,12 @@ async def _send(conn: Connection, local: Path, final: str, entry: Entry, offset:
         raise command_failed(moved, f"{conn.host.name}: could not move {part} to {final}: {moved.err.strip()}")
 
 
-async def _save_host_manifest(conn: Connection, dest: str, manifest: Manifest, have: dict[str, str],
-                              sent: list[Entry]) -> None:
-    """Record (size, mtime, sha256) of every file we now know, so the next push hashes nothing."""
-    listing = await _listing(conn, dest)
+async def _save_host_manifest(conn: Connection, dest: str, have: dict[str, str], sent: list[Entry],
+                              before: dict[str, tuple[int, str]], cached: dict[str, list[object]]) -> None:
+    """Record (size, mtime, sha256) of every file we now know, so the next push hashes nothing;
+    an unchanged folder's record is left as it is (`before`: the listing from before the push)."""
+    listing = await _listing(conn, dest) if sent else before
     known = {**have, **{e.path: e.sha256 for e in sent}}
     record = {rel: [listing[rel][0], listing[rel][1], sha] for rel, sha in known.items() if rel in listing}
-    await conn.write_file(f"{dest}/{HOST_MANIFEST}", json.dumps(record, sort_keys=True).encode())
+    if record != cached:
+        await conn.write_file(f"{dest}/{HOST_MANIFEST}", json.dumps(record, sort_keys=True).encode())
