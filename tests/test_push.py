@@ -46,8 +46,11 @@ def test_only_changed_files_move(push_target, tmp_path: Path):
     assert hashes(dest) == hashes(src)
     assert not [p for p in dest.rglob("*.orch-part")]
 
+    record = (dest / push.HOST_MANIFEST).stat()
     again = do_push(host, reconnect, src, dest, cache)
     assert (again.sent_files, again.sent_bytes) == (0, 0) and again.manifest == first.manifest
+    unchanged = (dest / push.HOST_MANIFEST).stat()  # the record says the same: not written again
+    assert (unchanged.st_ino, unchanged.st_mtime_ns) == (record.st_ino, record.st_mtime_ns)
 
     make_folder(src, {"model-00002.safetensors": 3 * MiB}, seed=7)  # one shard changes, same size
     changed = do_push(host, reconnect, src, dest, cache, never_partial(dest, sizes)[0])
