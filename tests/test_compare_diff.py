@@ -84,14 +84,15 @@ def test_diff_hides_host_specific_and_unchanged_lines_unless_all(store, monkeypa
 
 def test_two_rehearsal_runs_on_two_ports_differ_in_nothing_shown_of_their_launch(project, demo):
     """The demo's fixed variant run twice on the rehearsal host, each on a port of its own: the port,
-    the engine's print of it and the launch script's --port line are host-specific, left out."""
+    the engine's print of it, the seed it picked at its start and the launch script's --port line
+    are host-specific, left out."""
     for _ in range(2):
         done = orch(project, "run", str(demo), "--variant", "fixed", "--set", f"port={free_port()}")
         assert done.returncode == 0, done.stdout + done.stderr
     done = orch(project, "diff")
     assert done.returncode == 0, done.stderr
     hidden = re.search(r"(\d+) host-specific and (\d+) unchanged lines? hidden; --all shows them", done.stdout)
-    assert hidden and int(hidden.group(1)) == 4 and int(hidden.group(2)) > 0, done.stdout  # 2 rows, a -/+ line pair
-    assert "port" not in done.stdout and "launch script" not in done.stdout
+    assert hidden and int(hidden.group(1)) == 5 and int(hidden.group(2)) > 0, done.stdout  # 3 rows, a -/+ line pair
+    assert "port" not in done.stdout and "random_seed" not in done.stdout and "launch script" not in done.stdout
     everything = orch(project, "diff", "--all").stdout
-    assert "port" in everything and "--port" in everything and "hidden" not in everything
+    assert "--port" in everything and "random_seed" in everything and "hidden" not in everything

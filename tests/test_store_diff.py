@@ -55,15 +55,17 @@ def test_unknown_run_says_how_to_find_one(tmp_path):
 def test_diff_hides_what_differs_only_by_where_the_runs_ran_and_unchanged_metrics(tmp_path):
     """Two runs of one configuration on two hosts: their model path (written with `{{ host.* }}`),
     port and GPU slot differ, and every text that echoes them (the engine's tokenizer path, the
-    launch script's lines); a real change (steps) and a changed metric stay shown, an equal metric
-    is hidden, and `--all` (everything) shows it all as before."""
+    launch script's lines), as does the seed the engine picked at its start; a real change (steps)
+    and a changed metric stay shown, an equal metric is hidden, and `--all` (everything) shows it
+    all as before."""
     store = Store(f"sqlite:///{tmp_path / 'o.db'}")
     spec = {"params": {"model_path": "{{ host.models }}/target", "steps": 3}}
     records, specs = [], []
     for n, (host, steps, port, tok_s) in enumerate([("a", 3, 31871, 100.0), ("b", 5, 30412, 120.0)]):
         run = Run(uid=f"2026-h-{n}", experiment="e", variant="v", host=host, spec=spec,
                   params={"model_path": f"/{host}/models/target", "steps": steps, "port": port, "gpus": str(n)},
-                  effective_params={"tokenizer_path": f"/{host}/models/target", "port": port, "steps": steps},
+                  effective_params={"tokenizer_path": f"/{host}/models/target", "port": port, "steps": steps,
+                                    "random_seed": 4242 + n},
                   env={"A": "1"}, command=f"# run 2026-h-{n}\nserve /{host}/models/target \\\n  --port {port} \\\n"
                                           f"  --steps {steps}\n")
         store.add(run)
@@ -77,10 +79,11 @@ def test_diff_hides_what_differs_only_by_where_the_runs_ran_and_unchanged_metric
     hidden = {(r.section, r.key): r.hidden for r in found.rows if r.hidden}
     assert hidden == {("params", "model_path"): diff.HOST_SPECIFIC, ("params", "port"): diff.HOST_SPECIFIC,
                       ("params", "gpus"): diff.HOST_SPECIFIC, ("effective_params", "tokenizer_path"): diff.HOST_SPECIFIC,
-                      ("effective_params", "port"): diff.HOST_SPECIFIC, ("metrics", "requests"): diff.UNCHANGED}
+                      ("effective_params", "port"): diff.HOST_SPECIFIC, ("effective_params", "random_seed"): diff.HOST_SPECIFIC,
+                      ("metrics", "requests"): diff.UNCHANGED}
     assert found.command_diff() == ["--- run 1", "+++ run 2", "-  --steps 3", "+  --steps 5"]
-    assert found.hidden() == {"host_specific": 5 + 4, "unchanged": 1}  # 5 rows, 2 script lines each side
-    assert found.hidden_text() == "9 host-specific and 1 unchanged lines hidden; --all shows them"
+    assert found.hidden() == {"host_specific": 6 + 4, "unchanged": 1}  # 6 rows, 2 script lines each side
+    assert found.hidden_text() == "10 host-specific and 1 unchanged lines hidden; --all shows them"
     data = found.as_json()  # the JSON says everything, as before, and counts what the view hides
     assert data["params"]["port"] == {"a": 31871, "b": 30412} and data["metrics"]["requests"]["delta"] == 0
     assert data["hidden"] == found.hidden() and len(data["command"]) == 8

@@ -31,11 +31,13 @@ class Row:
 
 
 def compare(a: dict[str, Any], b: dict[str, Any], *, everything: bool = False,
-            bound: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> list[Row]:
+            bound: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+            picked: frozenset[str] = frozenset()) -> list[Row]:
     """Rows where the runs differ, and every metric; `everything`: equal params and debug fields
     too. `bound`: each run's host-bound params (hostbound.bound_params); a row they alone tell
-    apart, and a metric equal in both, is marked hidden."""
-    return _marked(_rows(a, b, everything), *_values(a, b, bound))
+    apart, an engine's own pick at its start (`picked`, hostbound.picked_at_start) and a metric
+    equal in both are marked hidden."""
+    return _marked(_rows(a, b, everything), *_values(a, b, bound), picked)
 
 
 def _rows(a: dict[str, Any], b: dict[str, Any], everything: bool) -> list[Row]:
@@ -60,11 +62,14 @@ def _values(a: dict[str, Any], b: dict[str, Any], bound: tuple[frozenset[str], f
     return names, left, Values(b.get("params") or {}, names, b.get("uid", ""))
 
 
-def _marked(rows: list[Row], names: frozenset[str], left: Values, right: Values) -> list[Row]:
+def _marked(rows: list[Row], names: frozenset[str], left: Values, right: Values, picked: frozenset[str]
+            ) -> list[Row]:
     def why(r: Row) -> str:
         if r.section == "metrics":
             return UNCHANGED if r.a == r.b else ""
         if r.section in ("params", "effective_params") and r.key in names and r.a != r.b:
+            return HOST_SPECIFIC
+        if r.section == "effective_params" and r.key in picked and r.a != r.b:
             return HOST_SPECIFIC
         if r.section in ("params", "effective_params", "env", "debug_lines") and same_but_where(r.a, r.b, left, right):
             return HOST_SPECIFIC
@@ -161,7 +166,8 @@ def run_diff(a: dict[str, Any], b: dict[str, Any], specs: tuple[Any, Any], *, ev
     """The diff of two run records, each run's experiment as it stored it (`specs`) telling which of
     its params are host-bound (hostbound.bound_params)."""
     bound = (hostbound.bound_params(specs[0], a["variant"]), hostbound.bound_params(specs[1], b["variant"]))
-    return RunDiff(a, b, compare(a, b, everything=everything, bound=bound), bound, everything)
+    picked = hostbound.picked_at_start(specs[0], a["params"]) & hostbound.picked_at_start(specs[1], b["params"])
+    return RunDiff(a, b, compare(a, b, everything=everything, bound=bound, picked=picked), bound, everything)
 
 
 def _identity(record: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """What a run's recorded values owe to where and when it ran, not to its configuration: the params
 bound to the host or the run (a port, a GPU slot, a path the experiment writes with `{{ host.* }}`,
-`{{ run.* }}` or `{{ checkpoints.* }}`), and every text that holds their values (the engine's
-`tokenizer_path` echoing `model_path`, the launch script's `--port 31871`).
+`{{ run.* }}` or `{{ checkpoints.* }}`), every text that holds their values (the engine's
+`tokenizer_path` echoing `model_path`, the launch script's `--port 31871`), and what the engine
+picks itself at each start (its registry entry's `picked_at_start`: a random seed).
 
 Two runs of one configuration on two hosts differ in all of these; `orch diff` leaves them out
 unless `--all` asks for everything. A text is host-specific against another when each, with its own
@@ -12,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
+
+from orchestrator.engines import registry
 
 from .defaults import HOST_SPECIFIC_PARAMS
 
@@ -32,6 +35,14 @@ def bound_params(spec: Mapping[str, Any] | None, variant: str) -> frozenset[str]
     """The params of a run whose value is where or when it ran: the host-specific ones orch knows
     (port, gpus, an isolated run's patched copy) and those the experiment writes bound."""
     return HOST_SPECIFIC_PARAMS | written(spec or {}, variant)
+
+
+def picked_at_start(spec: Mapping[str, Any] | None, params: Mapping[str, Any]) -> frozenset[str]:
+    """What the run's engine chose itself at its start (SGLang's random seed), the command not
+    setting it (`params`: the run's): a value of its print that says when it ran, not what."""
+    name = (spec or {}).get("engine") or registry.DEFAULT
+    entry = registry.KNOWN.get(name) if isinstance(name, str) else None
+    return frozenset(k for k in (entry.picked_at_start if entry else ()) if k not in params)
 
 
 class Values:

@@ -19,12 +19,15 @@ class Entry:
     engine: str  # "module:class"
     template: str  # the launch template under the project's templates/ folder
     codes: str  # "module:NAME" of the preflight finding codes an experiment may allow
+    # what the engine's print of its arguments holds a value of its own choosing in at each start,
+    # unless the command sets it: two runs differ in it only because they ran (`orch diff` hides it)
+    picked_at_start: tuple[str, ...] = ()
 
 
 DEFAULT = "sglang"
 KNOWN = {
     "sglang": Entry("orchestrator.engines.sglang.engine:SglangEngine", "sglang_launch.sh.j2",
-                    "orchestrator.engines.sglang.preflight:CODES"),
+                    "orchestrator.engines.sglang.preflight:CODES", picked_at_start=("random_seed",)),
     "vllm": Entry("orchestrator.engines.vllm.engine:VllmEngine", "vllm_launch.sh.j2",
                   "orchestrator.engines.vllm.preflight:CODES"),
 }
