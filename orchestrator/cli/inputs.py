@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 import orchestrator
-from . import checked, ui
+from . import ui
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
 from .app import SET_HELP, _split, app, dumps, settings
 
@@ -29,7 +29,7 @@ def check(
     if as_json:
         ui.raw(dumps(groups) + "\n")
     else:
-        checked.show(ui.console, groups)
+        ui.findings(groups)
     bad = any(f["severity"] == "error" and not f.get("allowed") for g in groups for f in g["findings"])
     raise typer.Exit(EXIT_BAD_INPUT if bad else EXIT_OK)
 
