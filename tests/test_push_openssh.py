@@ -17,7 +17,7 @@ import pytest
 
 import sshd
 from orchestrator.errors import HostError
-from orchestrator.remote import openssh
+from orchestrator.remote import connect, openssh
 from orchestrator.remote.ssh import SSHConnection
 from support.push import do_push, hashes, make_folder
 
@@ -208,6 +208,34 @@ def test_an_ssh_that_dies_mid_file_leaves_the_rest_to_sftp_and_progress_counts_e
     [fallback] = said(caplog, FALLBACK)
     assert "ssh exited with status -9" in fallback
     assert not said(caplog, "moved through OpenSSH")
+
+
+def test_a_link_dropped_mid_file_is_resent_whole_by_the_reconnecting_connection(host, sshd_box, tmp_path, caplog):
+    """The drop ends OpenSSH's login and orch's link at once: the wrapper reopens, and the new
+    connection hands the file to OpenSSH again."""
+    source = tmp_path / "blob"
+    data = random_file(source, 64 * MiB)
+    part = tmp_path / "work" / ".blob.part"
+    part.parent.mkdir()
+    dropped: list[int] = []
+
+    def advance(n: int) -> None:
+        if not dropped:
+            dropped.append(sshd_box.drop_connections())
+
+    async def go():
+        conn = await connect(host, reconnect=True)
+        try:
+            await conn.put_file(source, str(part), 0, advance)
+            return len(conn.reconnections)
+        finally:
+            await conn.close()
+
+    assert asyncio.run(go()) == 1
+    assert dropped[0] >= 2  # orch's link and OpenSSH's
+    assert part.read_bytes() == data
+    assert len(said(caplog, "moved through OpenSSH")) == 1  # on the new connection
+    assert not said(caplog, FALLBACK)
 
 
 def test_the_fallback_is_said_once_per_connection(host, sshd_box, tmp_path, caplog, monkeypatch):
