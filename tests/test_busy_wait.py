@@ -21,7 +21,9 @@ def test_a_busy_host_is_refused_in_one_line_or_waited_for(project):
         said = refused.stdout + refused.stderr
         assert refused.returncode == 3, said
         busy = [line for line in said.splitlines() if "busy" in line]
-        assert len(busy) == 1 and "3 plan(s) not run" in busy[0], said  # one line, not one per plan
+        # said as it is refused, then its plans in one line below the summary, not one per plan
+        assert len(busy) == 2 and "solo refused: busy: " in busy[0] and "3 plan(s) not run" in busy[1], said
+        assert "its 3 remaining plan(s) are not run" in " ".join(said.split()), said
         assert f"held by {getpass.getuser()} on controller" in " ".join(said.split()), said
 
         assert holder.poll() is None  # still running: the wait runs out

@@ -10,7 +10,7 @@ import pytest
 
 import sshd
 from conftest import ROOT, free_port
-from support.cli import orch, start_orch
+from support.cli import orch, read_until, start_orch
 from support.files import shipped, snapshot
 
 
@@ -23,8 +23,11 @@ def test_a_plan_an_unreachable_host_would_have_run_runs_on_another(project: Path
     spec = project / "experiments" / "eagle_debug.yaml"
     spec.write_text((ROOT / "experiments" / "eagle_debug.yaml").read_text())
     done = orch(project, "run", str(spec), "--hosts", "local,gone", "--set", f"port={free_port()}")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "gone" in done.stdout and "left the sweep" in done.stdout
+    # the host that left is said when it leaves, before any run, and the sweep exits 3 (README)
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = done.stdout.index("gone left the sweep: ")
+    assert "its 2 remaining plan(s) go to the other hosts" in done.stdout[said:]
+    assert said < done.stdout.index("story@local #1 run 1")
     listing = json.loads(orch(project, "ls", "--json").stdout)
     assert [(r["variant"], r["host"], r["status"]) for r in listing] == [
         ("story", "local", "succeeded"), ("fixed", "local", "succeeded")]
@@ -55,7 +58,8 @@ def test_a_host_lost_mid_run_leaves_its_run_to_another_host_once(project: Path, 
             seen += line
         fleet.cut(0)
         rest, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, seen + rest
+        assert proc.returncode == 3, seen + rest  # its plans ran, but a host left the sweep
+        assert f"{box.name} left the sweep: the link failed for good during run" in rest
         listing = json.loads(orch(project, "ls", "--json").stdout)
         lost = [r for r in listing if r["host"] == box.name]
         assert len(lost) == 1 and lost[0]["status"] == "failed", listing
@@ -72,3 +76,24 @@ def test_a_host_lost_mid_run_leaves_its_run_to_another_host_once(project: Path, 
         assert snapshot(workdir / "rehearsal" / "sglang") == shipped(tmp_path)
     finally:
         fleet.stop()
+
+
+def test_a_host_whose_lock_another_command_broke_leaves_the_sweep_when_its_run_ends(project: Path):
+    """Another controller breaks and retakes `local`'s lock while its first run loads: that run
+    ends, then the host takes no more plans (they would race that command), says so, and the sweep
+    exits 3 with the plan it did not run on its own line."""
+    spec = project / "experiments" / "eagle_debug.yaml"
+    spec.write_text((ROOT / "experiments" / "eagle_debug.yaml").read_text())
+    proc = start_orch(project, "run", str(spec), "--set", f"port={free_port()}",
+                      "--set", "env.ORCH_REHEARSAL_LOAD_SECONDS=20")
+    seen = read_until(proc, "waiting for it to be ready")
+    (project / "host" / "lock").write_text("another controller's lock\n")  # broken and retaken
+    rest, _ = proc.communicate(timeout=300)
+    out = seen + rest
+    assert proc.returncode == 3, out
+    said = out.index("local left the sweep: ")
+    assert "lock was broken by another command during run" in out[said:]
+    assert "its 1 remaining plan(s) are not run (no other host left can run them)" in out[said:]
+    assert "\nerror: local: " in out[said:]  # the plan not run, below the summary
+    listing = json.loads(orch(project, "ls", "--json").stdout)
+    assert [(r["variant"], r["status"]) for r in listing] == [("story", "succeeded")]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orchestrator.core.inventory import Host
     from orchestrator.core.spec import RunPlan, Spec
+    from orchestrator.errors import OrchError
     from orchestrator.records import MetricInfo
     from orchestrator.run.attempt import Reporter
     from orchestrator.run.execute import Outcome
@@ -31,7 +32,8 @@ class Sweep:
     """An experiment's runs as `orch run` would make them: the experiment (its `--no-preflight`,
     `--allow-busy-gpus`, `--accept-drift` and `--wait` applied), the plans still to run, the hosts
     they may run on and the database they are recorded in. `decisions`: with `resume`, why each
-    plan runs or is skipped. `controller` and `since` find this process's runs again."""
+    plan runs or is skipped. `controller` and `since` find this process's runs again. `departed`:
+    the hosts that left the sweep once it ran, and why (each said as it left; `orch run` exits 3)."""
 
     spec: Spec
     plans: list[RunPlan]
@@ -41,6 +43,7 @@ class Sweep:
     decisions: list[Decision] = field(default_factory=list)
     controller: str = ""
     since: str = ""
+    departed: dict[str, OrchError] = field(default_factory=dict)
 
     @property
     def metrics(self) -> tuple[MetricInfo, ...]:
@@ -51,7 +54,8 @@ class Sweep:
         """Every plan on the hosts, recorded (a dry run renders and checks, records nothing)."""
         from orchestrator.run import sweep
 
-        return await sweep.run_all(self.spec, self.plans, self.hosts, self.store, report, dry_run=self.dry_run)
+        return await sweep.run_all(self.spec, self.plans, self.hosts, self.store, report, dry_run=self.dry_run,
+                                   left=self.departed)
 
     @property
     def cleanup_bound_s(self) -> float:

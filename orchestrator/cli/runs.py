@@ -62,7 +62,9 @@ def run(
         ui.progress_done()
         for error in dict.fromkeys(o.error for o in outcomes if o.error):
             ui.error(error)
-    raise typer.Exit(max((o.exit_code for o in outcomes), default=EXIT_OK, key=_severity))
+    # a host that left the sweep is exit 3 even when the others ran all its plans (each said as it left)
+    codes = [o.exit_code for o in outcomes] + [EXIT_HOST] * bool(sweep.departed)
+    raise typer.Exit(max(codes, default=EXIT_OK, key=_severity))
 
 
 def _severity(code: int) -> int:

@@ -24,23 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
 
 from orchestrator.core.inventory import Host
 from orchestrator.core.spec import RunPlan
-from orchestrator.engines.base import Engine, Say
 from orchestrator.errors import HostError, OrchError, SpecError
-from orchestrator.host import lifecycle
-from orchestrator.host.lifecycle import Held, Locking
-from orchestrator.host.session import HostSession
-from orchestrator.remote.group import fan_out
+from orchestrator.host.lifecycle import Held
 from orchestrator.store.reading import FAILED
 from . import multinode
 from .execute import Outcome
 from .slots import able
 
-T = TypeVar("T")
 Run = Callable[[RunPlan, list[Held]], Awaitable[tuple[Outcome, list[str]]]]  # the outcome, and the hosts lost
 
 
@@ -159,23 +153,3 @@ class Gang:
             self._idle.pop(name, None)
             self._gone.add(name)
             self._changed.notify_all()
-
-    async def on_hosts(self, hosts: Iterable[Host], work: Callable[[Held], Awaitable[T]], say: Say,
-                       locking: Locking | None, stand_in: Engine | None) -> dict[str, T | OrchError]:
-        """`lifecycle.on_hosts`, telling the gang of every host whose lifecycle ends (a host that
-        cannot be opened or locked never joins: the gang must not wait for it)."""
-        async def one(session: HostSession) -> T:
-            try:
-                async with lifecycle.holding(session, say, locking, stand_in) as held:
-                    return await work(held)
-            finally:
-                await self.leave(session.host.name)
-
-        async def opener(host: Host) -> HostSession:
-            try:
-                return await lifecycle.open_session(host, say)
-            except BaseException:
-                await self.leave(host.name)
-                raise
-
-        return await fan_out(hosts, one, opener=opener)

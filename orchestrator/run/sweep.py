@@ -15,7 +15,7 @@ from orchestrator import engines
 from orchestrator.core.inventory import Host
 from orchestrator.core.spec import RunPlan, Spec
 from orchestrator.engines.base import Engine
-from orchestrator.errors import EXIT_RUN_FAILED, HostBusy, HostError, OrchError
+from orchestrator.errors import EXIT_RUN_FAILED, HostError, OrchError
 from orchestrator.host import lifecycle, occupancy
 from orchestrator.host.lifecycle import Held, Locking
 from orchestrator.host.session import HostSession
@@ -24,6 +24,7 @@ from orchestrator.remote.group import uncancelled
 from orchestrator.store.reading import FAILED, SUCCEEDED
 from . import gang, multinode, owncheck, runstop, serving
 from .attempt import Reporter
+from .departures import Departures
 from .execute import Outcome, controller, dry_run_nodes, dry_run_one, run_one
 from .queue import Entry, Queue, check_fits
 from .slots import Lease, Slots, able
@@ -44,10 +45,13 @@ def schedule(plans: list[RunPlan], hosts: list[Host]) -> dict[str, list[RunPlan]
 
 
 async def run_all(
-    spec: Spec, plans: list[RunPlan], hosts: list[Host], store: Store, reporter: Reporter, *, dry_run: bool = False
+    spec: Spec, plans: list[RunPlan], hosts: list[Host], store: Store, reporter: Reporter, *, dry_run: bool = False,
+    left: dict[str, OrchError] | None = None,
 ) -> list[Outcome]:
     """Hosts in parallel (one lifecycle each, `host/lifecycle.py`), each taking its runs from one
-    queue and running as many at once as its GPU slots hold (`slots.py`); outcomes in plan order."""
+    queue and running as many at once as its GPU slots hold (`slots.py`); outcomes in plan order.
+    `left` is filled with the hosts that left the sweep and why, each said when it left
+    (`departures.py`): the sweep then exits 3."""
     check_fits(plans, hosts)
     gang.check_fits(plans, hosts)
     # a plan over several hosts runs (or is dry-run: every node's part) on the hosts its gang chooses
@@ -60,12 +64,10 @@ async def run_all(
     locking = None if dry_run else Locking("run", store, lease_note=lambda host: _current_run(store, host),
                                            wait_s=spec.lock_wait_s)
     team = gang.Gang(spread, gang.sized(hosts, plans)) if spread else None
-    worker = _Sweep(spec, engine, queue, store, reporter, dry_run, team).on_host
-
-    if team is None:
-        results = await lifecycle.on_hosts(hosts, worker, reporter.message, locking, engine)
-    else:
-        results = await team.on_hosts(hosts, worker, reporter.message, locking, engine)
+    departures = Departures(queue, hosts, reporter, left)
+    worker = _Sweep(spec, engine, queue, store, reporter, dry_run, team, departures).on_host
+    results = await departures.on_hosts(hosts, worker, reporter.message, locking, engine,
+                                        ended=team.leave if team is not None else None)
     if queue.stopped is not None:  # the experiment's own error: one line, no run recorded for any plan
         return [Outcome(None, "-", plan.variant, "-", FAILED, error=str(queue.stopped), exit_code=queue.stopped.exit_code)
                 for plan in plans]
@@ -75,12 +77,7 @@ async def run_all(
             queue.lost.setdefault(name, result)
         else:
             done.extend(result)
-    left = queue.left(hosts)  # every host that could run them went away
-    for name, result in results.items():
-        if isinstance(result, OrchError) and not any(host == name for _, host, _ in left):
-            # its plans ran elsewhere: said here, as the plans it left unrun say it in their one line
-            reporter.message(name, f"{'refused' if isinstance(result, HostBusy) else 'left the sweep'}: {result}")
-    for entry, name, error in left:
+    for entry, name, error in queue.left(hosts):  # every host that could run them went away
         done.append((entry.order, Outcome(None, "-", entry.plan.variant, name, FAILED, error=str(error),
                                           exit_code=error.exit_code)))
     return [outcome for _, outcome in sorted(done, key=lambda d: d[0])]
@@ -94,8 +91,8 @@ async def _spread_dry_run(spec: Spec, reporter: Reporter, plan: RunPlan, members
     return await dry_run_nodes(spec, plan, [held.session for held in members], reporter), []
 
 
-async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Reporter, plan: RunPlan,
-                      members: list[Held]) -> tuple[Outcome, list[str]]:
+async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Reporter, departures: Departures,
+                      plan: RunPlan, members: list[Held]) -> tuple[Outcome, list[str]]:
     """One plan over several hosts (`multinode.py`), rank 0 on the first of `members` (a Slurm
     entry alone: the first nodes of its job, `gang.py`): the same engine version on all of them
     checked first; returns its outcome and the hosts whose link failed for good during it."""
@@ -119,9 +116,10 @@ async def _spread_run(spec: Spec, engine: Engine, store: Store, reporter: Report
     for session in sessions[:len(members)]:
         try:
             await session.conn.stat(session.host.workdir)
-        except (OrchError, OSError):
+        except (OrchError, OSError) as exc:
             lost.append(session.host.name)
-            reporter.message(session.host.name, "lost: its link failed for good; it leaves the sweep")
+            name = session.host.name
+            await departures.leave(name, HostError(f"{name}: the link failed for good ({exc})"))
     return outcome, lost
 
 
@@ -137,6 +135,7 @@ class _Sweep:
     reporter: Reporter
     dry_run: bool
     team: gang.Gang | None
+    departures: Departures
 
     async def on_host(self, held: Held) -> list[tuple[int, Outcome]]:
         """One host's part: the experiment's own errors once (a dry run too: it only reads), its
@@ -149,7 +148,8 @@ class _Sweep:
         done = await _HostWorker(self, held).run()
         if self.team is not None:
             spread_run = (functools.partial(_spread_dry_run, self.spec, self.reporter) if self.dry_run
-                          else functools.partial(_spread_run, self.spec, self.engine, self.store, self.reporter))
+                          else functools.partial(_spread_run, self.spec, self.engine, self.store, self.reporter,
+                                                 self.departures))
             done += await self.team.take_part(held, spread_run)
         return done
 
@@ -219,7 +219,8 @@ class _HostWorker:
                 outcome = await _stoppable(run_one(sweep.spec, plan, session, sweep.store, sweep.reporter, kept, keep),
                                            sweep.store, entry.plan.variant, session.host.name)
             self._told(outcome)
-            retry = await _lost_link(session, self.queue, entry, outcome, sweep.store, sweep.reporter)
+            await self._lock_kept(outcome)
+            retry = await _lost_link(session, sweep.departures, entry, outcome, sweep.store)
             _record_retry(sweep.store, entry, outcome, session.host.name)
             if retry is None:
                 self.outcomes.append((entry.order, outcome))
@@ -239,9 +240,13 @@ class _HostWorker:
             self.notes.clear()
         if outcome.run_id is not None and (job := slurm.job_of(session.conn)) is not None:
             store.event(store.get(str(outcome.run_id)), "slurm-job", job.describe())  # where the run ran
-        if self.held.lock is not None and self.held.lock.lost:
-            self.sweep.reporter.warning(session.host.name, f"{self.held.lock.path} was broken by another command "
-                                        f"during run {outcome.uid}")
+
+    async def _lock_kept(self, outcome: Outcome) -> None:
+        """A host whose lock another command broke during the run is that command's now: it leaves the sweep."""
+        lock = self.held.lock
+        if lock is not None and lock.lost:
+            await self.sweep.departures.leave(self.session.host.name, HostError(
+                f"{self.session.host.name}: {lock.path} was broken by another command during run {outcome.uid}"))
 
 
 async def _stoppable(run: Coroutine[Any, Any, Outcome], store: Store, variant: str, host: str) -> Outcome:
@@ -270,22 +275,22 @@ async def _slot_port(session: HostSession, slots: Slots, lease: Lease) -> Lease:
     return lease
 
 
-async def _lost_link(session: HostSession, queue: Queue, entry: Entry, outcome: Outcome, store: Store,
-                     reporter: Reporter) -> Entry | None:
+async def _lost_link(session: HostSession, departures: Departures, entry: Entry, outcome: Outcome,
+                     store: Store) -> Entry | None:
     """After a failed run, is the link gone for good (the host does not answer a stat, reconnecting
-    included)? Then the host takes no more plans, and the run goes back to the queue once: the retry."""
+    included)? Then the host leaves the sweep, and the run goes back to the queue once: the retry."""
     if outcome.status != FAILED:
         return None
     name = session.host.name
+    retried = entry.retry_of is None and outcome.run_id is not None  # a retry is not retried again
     try:
         await session.conn.stat(session.host.workdir)
         return None  # the host answers: the error was the run's (a taken port, busy GPUs)
     except (OrchError, OSError) as exc:
-        gone = HostError(f"{name}: the link failed for good ({exc}); its plans went to the other hosts")
-    await queue.lose(name, gone)
-    reporter.message(name, f"lost: {outcome.error}; its pending plans go to the other hosts")
-    if entry.retry_of is not None or outcome.run_id is None:
-        return None  # a retry is not retried again
+        await departures.leave(name, HostError(f"{name}: the link failed for good during run {outcome.uid} ({exc})"),
+                               retried)
+    if not retried:
+        return None
     store.event(store.get(str(outcome.run_id)), "requeued",
                 f"the link to {name} failed for good; the plan goes back to the queue for another host (once)")
     return Entry(entry.order, entry.plan, retry_of=outcome.run_id, lost_host=name)
