@@ -15,15 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from . import swept, tagged
 from .text import fmt, line
 from .ui import STATUS_STYLE
 
-UNBOUNDED = 10_000  # columns: room enough for any table, to measure it in
+PADDING = 2  # a cell's, one space each side (rich's default)
 FLAGS_LEAST = 8  # a flags column narrower than this says nothing: left out instead
 
 
@@ -38,23 +39,21 @@ def show(console: Console, found: Any) -> None:
     """The runs of `found` (api.records.Listing) as a table no wider than `console`."""
     rows = found.rows
     columns = _columns(found)
-    while len(columns) > 2 and _width(console, _table(columns, rows, None)) > console.width:
+    widths = {c.header: _natural(c, rows) for c in columns}
+    while len(columns) > 2 and _width(columns, widths) > console.width:
         columns = _without_least(columns)
     console.print(_title(rows))
-    console.print(_table(columns, rows, _flags_width(console, columns, rows)))
+    console.print(_table(columns, rows, _flags_width(console.width - _width(columns, widths), rows)))
 
 
-def _flags_width(console: Console, columns: list[Column], rows: list[Any]) -> int | None:
-    """The widest the flags column may be in the room the other columns leave; None: no run has
-    flags, or the room is too small to say anything."""
-    widest = max((len(", ".join(r.flags)) for r in rows if r.flags), default=0)
-    room = widest
-    while room >= min(FLAGS_LEAST, widest) and room > 0:
-        over = _width(console, _table(columns, rows, room)) - console.width
-        if over <= 0:
-            return room
-        room -= over
-    return None
+def _flags_width(room: int, rows: list[Any]) -> int | None:
+    """The widest the flags column may be in the `room` the other columns leave (its padding and
+    border taken off); None: no run has flags, or the room is too small to say anything."""
+    widest = max((cell_len(", ".join(r.flags)) for r in rows if r.flags), default=0)
+    room -= PADDING + 1
+    if not widest or room < min(FLAGS_LEAST, widest):
+        return None
+    return min(room, widest)
 
 
 def _columns(found: Any) -> list[Column]:
@@ -102,10 +101,15 @@ def _table(columns: list[Column], rows: list[Any], flags_width: int | None) -> T
     return table
 
 
-def _width(console: Console, table: Table) -> int:
-    """How wide `table` is drawn where it has all the room it wants (the console's own width would
-    cap the measure: rich squeezes a table to fit, each cell cut to a letter or two)."""
-    return Measurement.get(console, console.options.update(width=UNBOUNDED), table).maximum
+def _natural(column: Column, rows: list[Any]) -> int:
+    """The width of the column's widest cell (or its header), as the terminal shows it."""
+    return max([cell_len(column.header), *(Text.from_markup(column.cell(r)).cell_len for r in rows)])
+
+
+def _width(columns: list[Column], widths: dict[str, int]) -> int:
+    """How wide the table of `columns` is drawn: each its widest cell and padding, and the borders
+    between and around them (rich's default box)."""
+    return sum(widths[c.header] + PADDING for c in columns) + len(columns) + 1
 
 
 def _attribute(name: str) -> Callable[[Any], str]:
