@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -39,7 +38,7 @@ def show(console: Console, found: Any) -> None:
     """The runs of `found` (api.records.Listing) as a table no wider than `console`."""
     rows = found.rows
     columns = _columns(found)
-    widths = {c.header: _natural(c, rows) for c in columns}
+    widths = {id(c): _natural(c, rows) for c in columns}
     while len(columns) > 2 and _width(columns, widths) > console.width:
         columns = _without_least(columns)
     console.print(_title(rows))
@@ -49,7 +48,7 @@ def show(console: Console, found: Any) -> None:
 def _flags_width(room: int, rows: list[Any]) -> int | None:
     """The widest the flags column may be in the `room` the other columns leave (its padding and
     border taken off); None: no run has flags, or the room is too small to say anything."""
-    widest = max((cell_len(", ".join(r.flags)) for r in rows if r.flags), default=0)
+    widest = max((Text.from_markup(line(", ".join(r.flags))).cell_len for r in rows if r.flags), default=0)
     room -= PADDING + 1
     if not widest or room < min(FLAGS_LEAST, widest):
         return None
@@ -64,9 +63,9 @@ def _columns(found: Any) -> list[Column]:
         if len({getattr(r, name) for r in rows}) > 1:
             columns.append(Column(name, _attribute(name), worth))
     labels = swept.labels(found.swept)
-    columns += [Column(labels[name], _param(name), 60 - n) for n, name in enumerate(found.swept)]
+    columns += [Column(line(labels[name]), _param(name), 60 - n) for n, name in enumerate(found.swept)]
     columns.append(Column("status", lambda r: f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]", 99))
-    columns += [Column(name, _metric(metrics, name), 40 - n) for n, name in enumerate(found.headline)]
+    columns += [Column(line(name), _metric(metrics, name), 40 - n) for n, name in enumerate(found.headline)]
     if found.tags:
         columns.append(Column("tags", lambda r: tagged.cell(found.tags.get(r.id)), 5))
     columns.append(Column("started", lambda r: line(r.started_at[:19].replace("T", " ")), 1))
@@ -103,13 +102,13 @@ def _table(columns: list[Column], rows: list[Any], flags_width: int | None) -> T
 
 def _natural(column: Column, rows: list[Any]) -> int:
     """The width of the column's widest cell (or its header), as the terminal shows it."""
-    return max([cell_len(column.header), *(Text.from_markup(column.cell(r)).cell_len for r in rows)])
+    return max(Text.from_markup(text).cell_len for text in [column.header, *(column.cell(r) for r in rows)])
 
 
-def _width(columns: list[Column], widths: dict[str, int]) -> int:
+def _width(columns: list[Column], widths: dict[int, int]) -> int:
     """How wide the table of `columns` is drawn: each its widest cell and padding, and the borders
     between and around them (rich's default box)."""
-    return sum(widths[c.header] + PADDING for c in columns) + len(columns) + 1
+    return sum(widths[id(c)] + PADDING for c in columns) + len(columns) + 1
 
 
 def _attribute(name: str) -> Callable[[Any], str]:
