@@ -100,12 +100,21 @@ def _named_assignment(listed: Iterable[str]) -> re.Pattern[bytes]:
                       rb"(['\"]?\s*[=:]\s*|(?<=[A-Za-z0-9]) +(?=[^\s-]))(['\"]?)([^\s'\",)}\]]+)", re.I)
 
 
-def mask_log(data: bytes, listed: Iterable[str] = (), env: Mapping[str, str] | None = None) -> bytes:
+def mask_log(data: bytes, listed: Iterable[str] = (), env: Mapping[str, str] | None = None,
+             shape: bytes | None = None) -> bytes:
     """A server log with every secret hidden: the values of secret env names known here (`env`, the
     shell's), every value assigned to a secret or `listed` name, and every well-known token shape.
-    Numbers, None and booleans stay (`max_total_tokens=4096` has a secret word and no secret)."""
+    Numbers, None and booleans stay (`max_total_tokens=4096` has a secret word and no secret).
+
+    `shape`: a line that every line of the data is but for other runs of digits and dots in the
+    same places, each starting with a digit, as the parser that read the data so tells
+    (`LogStream.shape`). A busy server's log is one line over and over with other numbers, where the
+    search below would stop at every `token` of every line: that one line then tells whether
+    anything is to be hidden."""
     listed = tuple(listed)
     data = hide_bytes(data, secret_values(env or {}, listed))
+    if shape is not None and _nothing_to_mask(shape, listed):
+        return data
     names = set(listed)
 
     def assigned(match: re.Match[bytes]) -> bytes:
@@ -120,9 +129,31 @@ def mask_log(data: bytes, listed: Iterable[str] = (), env: Mapping[str, str] | N
 
     pattern = _named_assignment(listed)
     data = _mask_candidate_lines(data, listed, lambda line: pattern.sub(assigned, line))
-    for shape in _SHAPES:
-        data = shape.sub(_shape_marker, data)
+    for token_shape in _SHAPES:
+        data = token_shape.sub(_shape_marker, data)
     return data
+
+
+_SHAPE_LEADS = (b"hf_", b"sk-", b"github_pat_", *(b"gh" + bytes([c]) + b"_" for c in b"pousr"))
+_RUN = re.compile(rb"[0-9.]+")
+_RUN_FROM_DOT = re.compile(rb"(?<![0-9.])\.")
+
+
+def _nothing_to_mask(shape: bytes, listed: tuple[str, ...]) -> bool:
+    """Whether no line of a log whose every line is `shape` but for its runs of digits and dots has
+    anything the rest of `mask_log` hides, told from that line with each run written as "0". What is
+    hidden is found by patterns of letters, quotes, separators and values; a run of digits and dots
+    enters them only whole (a name's characters stop at a dot; a run starting with a digit reads as
+    a number to its end, whatever its length), so a line finds no more than `shape` does. Not told
+    where a run starts with a dot (".5" is no number where "0" is one), nor for a listed name with a
+    digit or a dot (it could match inside a run)."""
+    if _RUN_FROM_DOT.search(shape) or any(c in name for name in listed for c in "0123456789."):
+        return False
+    shape = _RUN.sub(b"0", shape)
+    if any(lead in shape for lead in _SHAPE_LEADS):
+        return False
+    lowered = shape.lower()
+    return not any(candidate.search(lowered) for candidate in _candidates(listed))
 
 
 def _shape_marker(match: re.Match[bytes]) -> bytes:

@@ -42,6 +42,12 @@ class LogStream(Protocol):
     def points(self) -> int:
         """The series points read so far."""
 
+    def shape(self, piece: bytes) -> bytes | None:
+        """A line that every line of the piece is but for other runs of digits and dots in the same
+        places (each starting with a digit), when the engine's reading of the piece tells so at once
+        (a busy server's stats lines); else None. The import's search for secrets then reads that
+        one line (`secrets.mask_log`)."""
+
     def feed(self, piece: bytes) -> tuple[list[SeriesBlock], list[DebugLine]]:
         """The piece's series blocks (seq counted on from the pieces before) and debug lines."""
 

@@ -252,8 +252,13 @@ def _record_in_pieces(sink: Sink, source: LogSource, name: str | None, params: M
     """The log read piece by piece: each masked, compressed into a temporary file (in a thread)
     and parsed, its series blocks and debug lines written at once. None when the first piece holds
     no line of an engine that reads logs so: the log is then read whole."""
-    def masked(piece: bytes) -> bytes:
-        return secrets.mask_log(piece, secret_names, os.environ)
+    hidden = secrets.secret_values(os.environ, secret_names)
+
+    def masked(piece: bytes, stream: LogStream | None = None) -> bytes:
+        if stream is None:
+            return secrets.mask_log(piece, secret_names, os.environ)
+        piece = secrets.hide_bytes(piece, hidden)  # the shell's secret values first, as mask_log does
+        return secrets.mask_log(piece, secret_names, shape=stream.shape(piece))
 
     pieces = logpieces.of_file(source.path) if source.path is not None else logpieces.of_bytes(source.data)
     first = masked(next(pieces, b""))
@@ -267,7 +272,7 @@ def _record_in_pieces(sink: Sink, source: LogSource, name: str | None, params: M
         run = sink.add_run(_run_values(source, name, host, {}, ""))  # its params once the whole log is read
         written = _write_piece(sink, run, blocks, debug, 0)
         for piece in pieces:
-            piece = masked(piece)
+            piece = masked(piece, stream)
             packed.add(piece)
             written = _write_piece(sink, run, *stream.feed(piece), written)
         size, copy = packed.finish()

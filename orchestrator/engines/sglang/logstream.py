@@ -40,6 +40,7 @@ class LogStream:
         self._head = b""  # the log's first HEAD_SIZE bytes, cut at a line's end
         self._head_done = False
         self._tail: deque[bytes] = deque()  # the last pieces, at least TAIL_SIZE bytes of them
+        self._plain: tuple[bytes, list[SeriesBlock] | None] | None = None  # `shape`'s piece and its blocks
         self._size = 0
 
     @property
@@ -49,6 +50,12 @@ class LogStream:
     def claimed(self) -> bool:
         """The log holds SGLang's lines (as logimport.read asks of a whole log's report)."""
         return bool(self.server_args is not None or self.points or self.ready or self._started())
+
+    def shape(self, piece: bytes) -> bytes | None:
+        """The piece's first line when the piece is decode lines alone in one plain layout (kept
+        for `feed` of the same piece: read once)."""
+        self._plain = piece, self._read_plain(piece)
+        return piece[:piece.find(b"\n")] if self._plain[1] is not None else None
 
     def feed(self, piece: bytes) -> tuple[list[SeriesBlock], list[DebugLine]]:
         """The piece's series blocks and debug lines."""
@@ -69,14 +76,18 @@ class LogStream:
             self._tail.popleft()
 
     def _blocks(self, piece: bytes) -> list[SeriesBlock]:
-        # the piece's lines split and filtered at C speed: in a busy log most lines are stats lines, and
-        # a search for them (logs._lines_with) costs a Python step per line found
-        lines = piece.split(b"\n")
-        stats = list(compress(lines, map(contains, lines, repeat(b"batch"))))  # one search finds both kinds
-        del lines
+        kept, self._plain = self._plain, None
+        whole = kept[1] if kept is not None and kept[0] is piece else self._read_plain(piece)
+        if whole is not None:
+            for block in whole:
+                self.counts[DECODE] += len(block)
+                self._add_to_means(block)
+            return whole
+        stats = _stats_lines(piece)
+        joined = b"\n".join(stats)  # every header is in a stats line: counted here, not in the piece
         made: list[SeriesBlock] = []
         for header in (DECODE, PREFILL):
-            lines = _holding(stats, header.encode(), piece)
+            lines = _holding(stats, header.encode(), joined)
             if not lines:
                 continue
             for block in statcolumns.blocks(lines, header, self.counts[header]):
@@ -85,6 +96,14 @@ class LogStream:
                     self._add_to_means(block)
                 made.append(block)
         return made
+
+    def _read_plain(self, piece: bytes) -> list[SeriesBlock] | None:
+        """A piece of decode lines alone, all in one plain layout, read without cutting it into lines
+        (`statcolumns.plain_piece`): what the split below makes of it. None for any other piece."""
+        n = piece.count(b"\n")
+        if not n or not piece.endswith(b"\n") or piece.count(DECODE.encode()) != n:
+            return None
+        return statcolumns.plain_piece(piece, n, DECODE, self.counts[DECODE])
 
     def _add_to_means(self, block: SeriesBlock) -> None:
         """Sums in line order, each continuing the last (sum's start): the mean of a whole log's values."""
@@ -132,10 +151,26 @@ class LogStream:
                          measures=tuple(measures), started=self._started())
 
 
-def _holding(lines: list[bytes], header: bytes, piece: bytes) -> list[bytes]:
-    """The lines holding `header`: counted in the piece first (a C search), so a piece of one kind
+_SPARSE = 1024  # bytes of the piece per stats line from which stats lines are searched for, not split
+
+
+def _stats_lines(piece: bytes) -> list[bytes]:
+    """The piece's lines holding "batch" (both kinds of stats line). Where most lines are stats lines
+    they are split and filtered at C speed (a search costs a Python step per line found); where they
+    are few (a log of mostly access lines) they are searched for, so the others are never cut out."""
+    found = piece.count(b"batch")
+    if not found:
+        return []
+    if found * _SPARSE < len(piece):
+        return logs._lines_with(piece, b"batch", b"\n")
+    lines = piece.split(b"\n")
+    return list(compress(lines, map(contains, lines, repeat(b"batch"))))
+
+
+def _holding(lines: list[bytes], header: bytes, joined: bytes) -> list[bytes]:
+    """The lines holding `header`: counted in them (joined) first (a C search), so a piece of one kind
     of stats line is taken whole and a kind it lacks costs no pass over its lines."""
-    count = piece.count(header)
+    count = joined.count(header)
     if count == 0:
         return []
     if count == len(lines) and all(map(contains, lines, repeat(header))):

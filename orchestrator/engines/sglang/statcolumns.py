@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from itertools import repeat
 
 from orchestrator.engines.seriesblock import BLOCK_POINTS, FLOAT, INT, NO_INT, TEXT, Column, SeriesBlock, filled
-from . import stats
+from . import statarrays, stats
 from .stats import BLOCK_LINES, DECODE
 
 KINDS = {stats.DECODE: "decode", stats.PREFILL: "prefill"}  # the series kind of each header
@@ -29,6 +29,10 @@ def _fields(kind: stats._Kind) -> list[tuple[str, str]]:
 def blocks(lines: list[bytes], header: str, first: int) -> Iterator[SeriesBlock]:
     """The `header` lines (bytes, in order) as series blocks, seq counted from `first`."""
     kind = stats._DECODE if header == DECODE else stats._PREFILL
+    fast = _plain_blocks(lines, kind, KINDS[header], first)
+    if fast is not None:
+        yield from fast
+        return
     made: list[SeriesBlock] = []
     for start in range(0, len(lines), BLOCK_LINES):
         block = _block(lines[start:start + BLOCK_LINES], kind, KINDS[header], first)
@@ -40,6 +44,56 @@ def blocks(lines: list[bytes], header: str, first: int) -> Iterator[SeriesBlock]
                 yield made.pop()
             made.append(block)
     yield from made
+
+
+def _plain_blocks(lines: list[bytes], kind: stats._Kind, series_kind: str, first: int) -> list[SeriesBlock] | None:
+    """The blocks `blocks` makes of lines all in the first line's plain layout (`statarrays.py`):
+    every BLOCK_LINES of them read alike, so joined into blocks of BLOCK_POINTS; None for others."""
+    if not lines:
+        return []
+    layout = _plain_layout(lines[0], kind)
+    rows = None if layout is None else statarrays.read(lines, kind, layout)
+    return None if rows is None else _from_arrays(rows, layout, kind, series_kind, first)  # type: ignore[arg-type]
+
+
+def plain_piece(piece: bytes, n: int, header: str, first: int) -> list[SeriesBlock] | None:
+    """`blocks` of a piece of a log that is n `header` lines in one plain layout, each ending with a
+    newline (a busy server's log: every line a decode line); None for any other piece."""
+    kind = stats._DECODE if header == DECODE else stats._PREFILL
+    layout = _plain_layout(piece[:piece.find(b"\n")], kind)
+    rows = None if layout is None else statarrays.read_piece(piece, n, kind, layout)
+    return None if rows is None else _from_arrays(rows, layout, kind, KINDS[header], first)  # type: ignore[arg-type]
+
+
+def _plain_layout(line: bytes, kind: stats._Kind) -> stats._Layout | None:
+    """The layout `_block` reads a block of this first line with, when it is read by one regex."""
+    sample = line.decode("utf-8", "replace")
+    return None if stats._parse_line(sample, kind) is None else stats._layout(kind, sample, True, True)
+
+
+def _from_arrays(rows: statarrays.Rows, layout: stats._Layout, kind: stats._Kind, series_kind: str,
+                 first: int) -> list[SeriesBlock]:
+    """The blocks of BLOCK_POINTS points `_from_rows` makes of the same lines, BLOCK_LINES at a time."""
+    shown = _ranks_text(rows.ranks) or None if rows.ranks else None
+    made = []
+    for start in range(0, len(rows.times), BLOCK_POINTS):
+        end = min(start + BLOCK_POINTS, len(rows.times))
+        named: dict[str, Column] = {}
+        extras: list[Column] = []
+        for (name, is_extra, convert), values in zip(layout.columns, rows.values):
+            if values is None:
+                continue  # the graph field
+            part = array(FLOAT if is_extra or convert is float else INT, values[start:end].tobytes())
+            if is_extra:
+                extras.append(Column(name, FLOAT, part, optional=True))
+            else:
+                named[name] = Column(name, part.typecode, part)
+        n = end - start
+        columns = [named.get(name) or filled(name, typecode, n) for name, typecode in _fields(kind)]
+        if shown is not None:
+            columns.append(Column(_RANKS, TEXT, [shown] * n, optional=True))
+        made.append(SeriesBlock(series_kind, first + start, rows.times[start:end], tuple(columns + extras)))
+    return made
 
 
 def _same_columns(a: SeriesBlock, b: SeriesBlock) -> bool:
