@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 from orchestrator.core import patching, shell
@@ -75,6 +76,8 @@ class Journal:
         self.root = f"{workdir.rstrip('/')}/journal"
         self.baselines = f"{workdir.rstrip('/')}/baselines"  # what each revert left (module docstring)
         self._made: set[str] = set()  # the runs' journal folders made by this session
+        # told after every file a patch or a revert changed: its session's reads of them are stale
+        self.on_change: Callable[[], None] = lambda: None
 
     def _dir(self, run: str) -> str:
         return f"{self.root}/{run}"
@@ -111,7 +114,11 @@ class Journal:
         await self._write_record(record)
         await self._sync(self._dir(run), self.root)
         await self._keep_original(record)
-        await self.conn.write_file(file, after)
+        try:
+            await self.conn.write_file(file, after)
+        except BaseException:
+            self.on_change()  # whether it was renamed into place before the failure is unknown
+            raise
         await self._settle(file)
         return record
 
@@ -133,8 +140,11 @@ class Journal:
         """After a file changed: fsync its folder, drop its bytecode and any temporary file a killed
         writer left beside it, in one round trip."""
         folder = file.rsplit("/", 1)[0] or "/"
-        await self.conn.run("; ".join([shell.sync_paths(folder), shell.remove_pycache(file),
-                                       shell.remove_stale_temps(file)]), idempotent=True)
+        try:
+            await self.conn.run("; ".join([shell.sync_paths(folder), shell.remove_pycache(file),
+                                           shell.remove_stale_temps(file)]), idempotent=True)
+        finally:
+            self.on_change()
 
     async def sweep(self) -> None:
         """Remove what a killed controller left besides records (see `shell.sweep_journal`).
@@ -206,6 +216,12 @@ class Journal:
     async def _restore(self, record: PatchRecord) -> None:
         """The original back in place: its kept copy renamed over the file (no new space needed),
         else the journal's copy written (needs the file's size free beside it)."""
+        try:
+            await self._put_back(record)
+        finally:
+            self.on_change()
+
+    async def _put_back(self, record: PatchRecord) -> None:
         if record.restore and await self._digest(record.restore) == record.sha256_before:
             done = await self.conn.run(shell.rename_over(record.restore, record.file), idempotent=True)
             if done.ok or await self._digest(record.file) == record.sha256_before:  # (a resent rename fails: done)

@@ -90,6 +90,7 @@ async def holding(session: HostSession, say: Say, locking: Locking | None = None
         if stand_in is not None and host.rehearsal:
             say(host.name, f"installing the rehearsal {stand_in.name}")
             await rehearsal.install(session.conn, host, stand_in)
+            session.reads.clear()  # a fresh copy replaces the files a read may have kept
         yield Held(session, lock, recovery)
     finally:
         await treelock.release_host(host.name, say)  # the package trees its runs patched (`treelock.py`)

@@ -1,5 +1,6 @@
 """A host's open connection for one command, and what it learns about the host's Python packages
-(found without importing them: an engine's `__init__` imports torch)."""
+(found without importing them: an engine's `__init__` imports torch) and its installed files
+(`reads.py`: kept until orch changes files there)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from orchestrator.core import shell
 from orchestrator.errors import PatchError
 from orchestrator.core.inventory import Host
 from .journal import Journal
+from .reads import ReadingConnection, Reads
 from orchestrator.remote import Connection, connect
 from orchestrator.core.spec import PatchDef
 
@@ -59,7 +61,16 @@ class HostSession:
     host: Host
     conn: Connection
     journal: Journal
-    packages: dict[str, str] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)  # where each package is: a patch never moves one
+    reads: Reads = field(default_factory=Reads)  # what was read of its installed files, until they change
+
+    def __post_init__(self) -> None:
+        self.journal.on_change = self.reads.clear  # a patch applied or reverted: nothing read before counts
+
+    def reading(self) -> HostSession:
+        """This session with its reads answered from `reads` (`reads.py`): for the stages that only
+        read the host's installed files (the launch check, the preflight)."""
+        return dataclasses.replace(self, conn=ReadingConnection(self.conn, self.reads))
 
     @classmethod
     async def open(cls, host: Host, say: Callable[[str, str], None] | None = None) -> HostSession:
@@ -74,7 +85,17 @@ class HostSession:
         await self.conn.close()
 
     async def resolve(self, patch: PatchDef) -> str:
-        """`PACKAGE:relative/path` -> the file under that package's folder on the host."""
+        """`PACKAGE:relative/path` -> the file under that package's folder on the host (kept in
+        `reads` until a file changes: every stage of every run resolves each patch)."""
+        kept = self.reads.resolved.get(patch.file)
+        if kept is not None:
+            return kept
+        generation = self.reads.generation
+        target = await self._resolved(patch)
+        self.reads.keep(generation, self.reads.resolved, patch.file, target)
+        return target
+
+    async def _resolved(self, patch: PatchDef) -> str:
         package, sep, relative = patch.file.partition(":")
         if not sep or patch.file.startswith("/"):
             return patch.file

@@ -28,7 +28,7 @@ def _load(attempt: Attempt) -> specs.Workload:
 
 
 async def _flags_accepted(node: Attempt) -> None:
-    await node.engine.check_launch(node.session, node.launch.command, node.spec.template, node.says, node.label)
+    await node.engine.check_launch(node.session.reading(), node.launch.command, node.spec.template, node.says, node.label)
 
 
 async def check_flags(going: Going) -> None:

@@ -12,7 +12,7 @@ from .attempt import Attempt
 
 async def asked(attempt: Attempt) -> None:
     """The launch command's options as the host's engine parses them, kept in the launch for the comparison."""
-    attempt.read(await attempt.engine.launch_args(attempt.session, attempt.launch.command, attempt.launch.env))
+    attempt.read(await attempt.engine.launch_args(attempt.session.reading(), attempt.launch.command, attempt.launch.env))
 
 
 def record(attempt: Attempt, report: LogReport, log: bytes) -> None:

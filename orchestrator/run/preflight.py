@@ -19,7 +19,7 @@ async def gate(attempt: Attempt) -> None:
         store.event(run, "preflight-skipped", "orch run --no-preflight: checkpoint checks skipped")
         attempt.say("preflight skipped (--no-preflight)")
         return
-    findings = await attempt.engine.preflight(attempt.session, attempt.launch.command, attempt.launch.env, plan.patches,
+    findings = await attempt.engine.preflight(attempt.session.reading(), attempt.launch.command, attempt.launch.env, plan.patches,
                                               None, plan.allow)
     run_id = stored_id(run)
     store.add(*(FindingRow(run_id=run_id, severity=f.severity, code=f.code, what=f.what, why=f.why, fix=f.fix,
