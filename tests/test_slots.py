@@ -41,3 +41,29 @@ def test_two_tp4_runs_share_the_host_on_their_own_gpus_and_ports(project, tmp_pa
     assert all(p["state"] == "reverted" for r in (first, second) for p in r["patches"])
     assert snapshot(sglang_tree(project)) == shipped(tmp_path)
 
+
+
+def test_two_runs_of_one_set_reaching_the_apply_at_once_apply_it_once(project, tmp_path, monkeypatch):
+    """The first run's apply is slowed before it writes (its writability check takes 3 s): the
+    second run of the same set, there meanwhile, waits for it and joins, never applying the set a
+    second time over the same files."""
+    import asyncio
+
+    import orchestrator
+    from orchestrator.run import stages
+
+    check = stages._ensure_writable
+    calls = []
+
+    async def slow_first(attempt, prepared):
+        calls.append(attempt.run.uid)
+        if len(calls) == 1:
+            await asyncio.sleep(3)
+        await check(attempt, prepared)
+    monkeypatch.setattr(stages, "_ensure_writable", slow_first)
+    outcomes = orchestrator.run_experiment(experiment(project, repeats=2), inventory=project / "inventory.yaml",
+                                           db=f"sqlite:///{project / 'slots.db'}", variants=["fixed"],
+                                           overrides=[f"port={free_port()}"])
+    assert [o.status for o in outcomes] == ["succeeded", "succeeded"], [o.error for o in outcomes]
+    assert len(calls) == 1  # the second run joined the set: it had nothing to write
+    assert snapshot(sglang_tree(project)) == shipped(tmp_path)

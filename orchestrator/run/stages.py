@@ -29,8 +29,11 @@ async def push_checkpoints(attempt: Attempt) -> None:
     spec = attempt.spec
     if not spec.checkpoints:
         return
-    pushed = await checkpoint.push_for_run(spec.checkpoints, attempt.session.conn, attempt.launch.checkpoints,
-                                           lambda name: attempt.reporter.transfer(f"{attempt.label} {name}"))
+    try:
+        pushed = await checkpoint.push_for_run(spec.checkpoints, attempt.session.conn, attempt.launch.checkpoints,
+                                               lambda name: attempt.reporter.transfer(f"{attempt.label} {name}"))
+    finally:
+        attempt.session.reads.clear()  # the preflight reads what was pushed
     for prepared, result in pushed:
         attempt.store.add(CheckpointRow(
             run_id=stored_id(attempt.run), name=prepared.name, dest=result.dest, source_hash=prepared.source_hash,
@@ -57,10 +60,12 @@ async def apply_patches(attempt: Attempt, prepared: list[Prepared]) -> None:
         return await _patch_a_copy(attempt, prepared, attempt.launch.site)
     if await sharing.join(attempt):
         return
-    await _ensure_writable(attempt, prepared)
+    # begun with no await after the join: a run of the same set that comes meanwhile waits for this
+    # apply and joins it, instead of applying the set a second time over the same files
     shared = sharing.begin(attempt, prepared)
     rows: list[PatchRow] | None = None
     try:
+        await _ensure_writable(attempt, prepared)
         rows = []
         for seq, (patch, file, before, after) in enumerate(prepared, 1):
             record = await attempt.session.journal.apply(attempt.run.uid, seq, patch, file, before, after)
