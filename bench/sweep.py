@@ -17,7 +17,15 @@ CPU and take longer); efficiency = ideal / wall; the orchestration overhead per 
 minus server start and workload) with its median per stage (the Reporter's `stage` hook), the host
 commands per run (and how many start the host's Python) and each host's setup (connect, lock,
 recovery, rehearsal install); then each mode against one-per-host. SWEEP_TRACE=FILE writes every
-host operation (run, stage, operation, argument, seconds) of the last sweep to FILE.
+host operation (run, stage, operation, argument, seconds) of the last sweep to FILE, and of each
+sweep to FILE.<mode>-<transport>-<sweep>.
+
+With --repeat N the sweeps of a mode run one after another on the same hosts (their workdirs, run
+folders and journals kept), as a user's sweeps do; what grows from one to the next is what orch
+leaves behind and reads again. After them, per mode and sweep: the host commands per run (fresh
+servers and reused ones apart: how many runs reuse a server depends on timing), the recovery
+step's time and host commands per host, and the median orchestration of a run on a fresh server,
+each as a ratio to the first sweep's.
 
     sudo .venv/bin/python bench/sweep.py [--modes one-per-host,slots,reuse,slots/exec] [--repeat N]
 
@@ -121,20 +129,27 @@ def _counting(cls: type, python: str, ops: Counter, pythons: Counter) -> None:
 
 
 def _timed(module: Any, name: str, phase: str, setup: dict[str, list[float]]) -> None:
-    """Time each call of `module.name` (a host-setup step) into `setup[phase]`."""
+    """Time each call of `module.name` (a host-setup step) into `setup[phase]`; its host commands
+    are counted as the phase's (run "", stage `phase`)."""
     inner = getattr(module, name)
 
     async def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.monotonic()
+        token = _where.set(("", phase))
         try:
             return await inner(*args, **kwargs)
         finally:
+            _where.reset(token)
             setup[phase].append(time.monotonic() - started)
     setattr(module, name, timed)
 
 
 async def _measured(spec: str, inventory: str, db: str, hosts: list[str], overrides: list[str]) -> dict[str, Any]:
-    import orchestrator
+    try:  # the plans' loading moved to the library face's api/
+        from orchestrator.api.runs import load_plans
+    except ImportError:
+        import orchestrator
+        load_plans = orchestrator._plans
     from orchestrator.host import lifecycle, lock, rehearsal
     from orchestrator.remote.reconnecting import ReconnectingConnection
     from orchestrator.run import plankey
@@ -154,7 +169,7 @@ async def _measured(spec: str, inventory: str, db: str, hosts: list[str], overri
     _timed(rehearsal, "install", "rehearsal install", setup)
     timing = Timing()
     started = time.monotonic()
-    loaded, plans, chosen = orchestrator._plans(spec, inventory, hosts, overrides, ("fixed",))
+    loaded, plans, chosen = load_plans(spec, inventory, hosts, overrides, ("fixed",))
     plans = plankey.fingerprinted(loaded, plans)
     outcomes = await run_all(loaded, plans, chosen, Store(db), timing)
     wall = time.monotonic() - started
@@ -171,8 +186,11 @@ async def _measured(spec: str, inventory: str, db: str, hosts: list[str], overri
                        "pythons_by_stage": {st: n for (lb, st), n in pythons.items() if lb == label}}
     if TRACE is not None:
         Path(os.environ["SWEEP_TRACE"]).write_text(json.dumps(TRACE))
+        Path(f"{os.environ['SWEEP_TRACE']}.{Path(db).stem}").write_text(json.dumps(TRACE))
     return {"wall": wall, "failed": [f"{o.variant}@{o.host}: {o.error}" for o in bad], "runs": runs,
-            "setup": setup, "setup_ops": ops[("", "host setup")], "setup_pythons": pythons[("", "host setup")]}
+            "setup": setup, "setup_ops": sum(n for (lb, _), n in ops.items() if lb == ""),
+            "setup_pythons": sum(n for (lb, _), n in pythons.items() if lb == ""),
+            "phase_ops": {st: n for (lb, st), n in ops.items() if lb == ""}}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -221,6 +239,7 @@ def sweep(work: Path, fleet: Any, spec: Path, mode: str, port: int, tag: str) ->
         run["seconds"] = sum(run["stages"].values())
         run["server"] = sum(run["stages"].get(s, 0.0) for s in SERVER_STAGES)
         run["overhead"] = run["seconds"] - run["server"]
+        run["fresh"] = "launch" in run["stages"]  # its own server, not one an earlier run left up
     result["process_wall"] = process_wall
     return result
 
@@ -247,6 +266,36 @@ def report(mode: str, result: dict[str, Any], ideal: float) -> None:
     setup = "  ".join(f"{phase} {statistics.mean(t):.2f}s" for phase, t in result["setup"].items())
     print(f"    per host setup (mean): {setup}  ({result['setup_ops'] / HOSTS:.0f} host commands, "
           f"{result['setup_pythons'] / HOSTS:.0f} Pythons per host)")
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def in_a_row(mode: str, sweeps: list[dict[str, Any]]) -> None:
+    """What each sweep of `mode` on the same hosts cost, as a ratio to the first sweep's: nothing
+    orch leaves on a host should make the next sweep's runs or recovery dearer."""
+    def figures(result: dict[str, Any]) -> dict[str, float]:
+        runs = list(result["runs"].values())
+        fresh = [r for r in runs if r["fresh"]]
+        reused = [r for r in runs if not r["fresh"]]
+        return {"ops": _median([r["ops"] for r in runs]), "fresh_ops": _median([r["ops"] for r in fresh]),
+                "reused_ops": _median([r["ops"] for r in reused]), "fresh": len(fresh),
+                "recovery_s": statistics.mean(result["setup"].get("recovery", [0.0])),
+                "recovery_ops": result["phase_ops"].get("recovery", 0) / HOSTS,
+                "fresh_overhead_s": _median([r["overhead"] for r in fresh])}
+    first = figures(sweeps[0])
+
+    def ratio(f: dict[str, float], key: str) -> str:
+        return f"({f[key] / first[key]:.2f})" if first[key] else "(-)"
+    print(f"{mode}: {len(sweeps)} sweeps in a row on the same hosts (ratio to the first sweep's in brackets)")
+    for i, result in enumerate(sweeps):
+        f = figures(result)
+        print(f"  sweep {i + 1}: host commands per run {f['ops']:.0f} {ratio(f, 'ops')}, on a fresh server "
+              f"{f['fresh_ops']:.0f} {ratio(f, 'fresh_ops')}, on a reused one {f['reused_ops']:.0f} {ratio(f, 'reused_ops')} "
+              f"({f['fresh']:.0f} fresh servers); recovery {f['recovery_s']:.2f} s {ratio(f, 'recovery_s')}, "
+              f"{f['recovery_ops']:.0f} host commands per host {ratio(f, 'recovery_ops')}; orchestration of a run on a "
+              f"fresh server {f['fresh_overhead_s']:.2f} s {ratio(f, 'fresh_overhead_s')}")
 
 
 def main() -> None:
@@ -277,8 +326,11 @@ def main() -> None:
             spec = project(work, fleet)
             print(f"== 16 runs (tp_size {'/'.join(map(str, TP_SIZES))}) on {HOSTS} rehearsal hosts of {GPUS} GPUs "
                   f"over sshd; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores ==")
+            history: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for i in range(args.repeat):
                 results = {mode: sweep(work, fleet, spec, mode, args.port, str(i)) for mode in modes}
+                for mode, result in results.items():
+                    history[mode].append(result)
                 # runs at once on a rehearsal host share its CPU cores and take longer: the ideal is the
                 # GPU-seconds (each run's time x its tp_size) of the runs alone on their host when
                 # there are such, / the hosts' GPUs
@@ -292,6 +344,9 @@ def main() -> None:
                         print(f"{mode} / one-per-host wall: {s['wall'] / a['wall']:.2f} "
                               f"({a['wall'] / s['wall']:.2f}x faster)")
                 print(f"load average now {os.getloadavg()[0]:.1f} (the machine is shared: compare modes of one run)")
+            if args.repeat > 1:
+                for mode, sweeps in history.items():
+                    in_a_row(mode, sweeps)
         finally:
             fleet.stop()
 
