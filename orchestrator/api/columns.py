@@ -18,16 +18,20 @@ from orchestrator.core import hostbound, objective as objectives
 from orchestrator.errors import SpecError
 
 HEADLINE = (objectives.ACCEPT, objectives.THROUGHPUT)  # every listing's, where its runs have them
+REPEAT = "repeat"  # the repeat index, swept like a param where the listed runs repeat a configuration
 
 
 def swept(rows: Sequence[Any], spec: dict[str, Any] | None) -> tuple[str, ...]:
     """The params whose value differs between `rows` (listed runs of one experiment), in the order
-    the runs name them; host-bound ones aside (`spec`: the experiment as its newest run stored it)."""
+    the runs name them, host-bound ones aside (`spec`: the experiment as its newest run stored it);
+    then `repeat` where the runs are repeats of a configuration."""
     if len({r.experiment for r in rows}) != 1:
         return ()  # runs of several experiments: their params are not one sweep's
     leave = frozenset().union(*(hostbound.bound_params(spec, v) for v in {r.variant for r in rows}))
     names = dict.fromkeys(k for r in rows for k in (r.params or {}) if k not in leave)
-    return tuple(k for k in names if len({repr((r.params or {}).get(k)) for r in rows}) > 1)
+    found = tuple(k for k in names if len({repr((r.params or {}).get(k)) for r in rows}) > 1)
+    repeats = REPEAT not in names and len({getattr(r, REPEAT, 0) for r in rows}) > 1
+    return found + ((REPEAT,) if repeats else ())
 
 
 def headline(metrics: dict[int, dict[str, Any]], spec: dict[str, Any] | None, sort: str | None) -> tuple[str, ...]:

@@ -6,8 +6,8 @@ instead of in a column each; the params and metrics come from the listing (api/c
 params under their short labels (`speculative_num_steps` -> `steps`, cli/swept.py), as the live
 table of `orch run` shows them; the tags where a listed run has any. Where the row is still wider
 than the terminal, the columns worth the least room go first: the start time, the tags, the host,
-variant and experiment, then the metrics and params from the last; the flags come last, cut to
-the room left, or left out where that is too little to say anything."""
+variant and experiment, the repeat index, then the metrics and params from the last; the flags
+come last, cut to the room left, or left out where that is too little to say anything."""
 
 from __future__ import annotations
 
@@ -63,7 +63,9 @@ def _columns(found: Any) -> list[Column]:
         if len({getattr(r, name) for r in rows}) > 1:
             columns.append(Column(name, _attribute(name), worth))
     labels = swept.labels(found.swept)
-    columns += [Column(line(labels[name]), _param(name), 60 - n) for n, name in enumerate(found.swept)]
+    # a repeat index tells repeats apart, not configurations: it gives way before the metrics
+    columns += [Column(line(labels[name]), _param(name), 20 if name == "repeat" else 60 - n)
+                for n, name in enumerate(found.swept)]
     columns.append(Column("status", lambda r: f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]", 99))
     columns += [Column(line(name), _metric(metrics, name), 40 - n) for n, name in enumerate(found.headline)]
     if found.tags:
@@ -116,6 +118,9 @@ def _attribute(name: str) -> Callable[[Any], str]:
 
 
 def _param(name: str) -> Callable[[Any], str]:
+    """A swept param's cell: its value, or the run's repeat index (api/columns.py REPEAT)."""
+    if name == "repeat":
+        return lambda r: line(fmt((r.params or {}).get(name, r.repeat)))
     return lambda r: line(fmt((r.params or {}).get(name)))
 
 

@@ -20,8 +20,8 @@ __all__ = ["CHUNK", "LISTED", "comparable_runs", "experiments", "hosts", "listed
            "run_metrics", "run_patches", "status_counts"]
 
 LISTED = ("id", "uid", "experiment", "variant", "host", "status", "username", "flags", "params", "started_at",
-          "ended_at", "effective_params")  # the last: what the engine ran with (None: not read from its log)
-Listed = namedtuple("Listed", LISTED, defaults=(None,))  # type: ignore[misc]  # a listed run, with the Run's attribute names
+          "ended_at", "effective_params", "repeat")  # what the engine ran with (None: not from its log); repeat index
+Listed = namedtuple("Listed", LISTED, defaults=(None, 0))  # type: ignore[misc]  # a listed run, with the Run's attribute names
 ListedText = namedtuple("ListedText", (*LISTED, "metrics_json"))  # type: ignore[misc]  # and its metrics text
 
 
