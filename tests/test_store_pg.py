@@ -107,6 +107,8 @@ def test_an_older_schema_gains_the_new_columns_and_indexes(url):
     have = inspect(engine)
     assert {"username", "plan_key", "fingerprint", "diagnosis"} <= {c["name"] for c in have.get_columns("run")}
     assert {"ix_run_resume", "ix_run_username"} <= {i["name"] for i in have.get_indexes("run")}
+    assert {"tagrow", "noterow"} <= set(have.get_table_names())  # schema 6's tables made beside the old ones
+    assert "ix_tagrow_run_name" in {i["name"] for i in have.get_indexes("tagrow")}
     engine.dispose()
 
 

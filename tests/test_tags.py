@@ -257,3 +257,29 @@ def test_the_report_shows_tags_and_note_escaped(project):
     page = (project / "report.html").read_text()
     assert "tags: why=&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
     assert "<pre>a &amp; b\n&lt;b&gt;bold&lt;/b&gt;</pre>" in page
+
+
+def _at_once(folder: Path, db: str, count: int) -> None:
+    """`count` processes tag run 1 at the same moment: each the shared key `k` and one of its own."""
+    import subprocess
+
+    from support.cli import ORCH, orch_env
+
+    procs = [subprocess.Popen([*ORCH, "--db", db, "tag", "1", f"k=v{i}", f"own{i}=yes"], cwd=folder,
+                              env=orch_env(folder), stderr=subprocess.PIPE, text=True) for i in range(count)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * count, errors
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_taggers_at_once_lose_no_tag(kind, project, request):
+    db = f"sqlite:///{project / 'orch.db'}"
+    if kind == "postgresql":
+        db = request.getfixturevalue("postgres").database("t_tags_at_once")
+        store = Store(db)
+        make_run(store, 0, steps=3, tok_s=1.0, accept=2.0)
+        store.engine.dispose()
+    _at_once(project, db, 4)
+    found = json.loads(ok(project, "--db", db, "show", "1", "--json"))["tags"]
+    assert {k for k in found if k.startswith("own")} == {f"own{i}" for i in range(4)}
+    assert found["k"] in {f"v{i}" for i in range(4)}

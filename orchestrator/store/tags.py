@@ -72,12 +72,13 @@ def write_tags(store: Any, run_id: int, setting: dict[str, str], removing: Seque
             if missing:
                 raise SpecError(f"orch tag --rm {missing[0]}: run {run_id} has no tag {missing[0]!r}; its tags: "
                                 f"{', '.join(sorted(have)) or 'none'}")
-        changed = [*setting, *removing]
-        conn.exec_driver_sql(f"DELETE FROM tagrow WHERE run_id = {mark} AND name IN ({', '.join([mark] * len(changed))})",
-                             (run_id, *changed))
-        if setting:
+        if removing:
+            conn.exec_driver_sql(f"DELETE FROM tagrow WHERE run_id = {mark} AND name IN "
+                                 f"({', '.join([mark] * len(removing))})", (run_id, *removing))
+        if setting:  # a key the run has: its row updated in place, also when another orch sets it at this moment
             conn.exec_driver_sql(f"INSERT INTO tagrow (run_id, name, value, username, at) VALUES "
-                                 f"({mark}, {mark}, {mark}, {mark}, {mark})",
+                                 f"({mark}, {mark}, {mark}, {mark}, {mark}) ON CONFLICT (run_id, name) DO UPDATE "
+                                 "SET value = excluded.value, username = excluded.username, at = excluded.at",
                                  [(run_id, key, value, user, at) for key, value in setting.items()])
 
 
@@ -85,7 +86,9 @@ def write_note(store: Any, run_id: int, text: str | None) -> None:
     """The run's note replaced by `text` (None: removed), in one transaction."""
     with store.engine.begin() as conn:
         mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        conn.exec_driver_sql(f"DELETE FROM noterow WHERE run_id = {mark}", (run_id,))
-        if text is not None:
-            conn.exec_driver_sql(f"INSERT INTO noterow (run_id, text, username, at) VALUES ({mark}, {mark}, {mark}, {mark})",
-                                 (run_id, text, current_user(), now()))
+        if text is None:
+            conn.exec_driver_sql(f"DELETE FROM noterow WHERE run_id = {mark}", (run_id,))
+        else:
+            conn.exec_driver_sql(f"INSERT INTO noterow (run_id, text, username, at) VALUES ({mark}, {mark}, {mark}, {mark}) "
+                                 "ON CONFLICT (run_id) DO UPDATE SET text = excluded.text, username = excluded.username, "
+                                 "at = excluded.at", (run_id, text, current_user(), now()))
