@@ -283,3 +283,12 @@ def test_taggers_at_once_lose_no_tag(kind, project, request):
     found = json.loads(ok(project, "--db", db, "show", "1", "--json"))["tags"]
     assert {k for k in found if k.startswith("own")} == {f"own{i}" for i in range(4)}
     assert found["k"] in {f"v{i}" for i in range(4)}
+
+
+def test_ls_csv_has_a_column_per_tag(project):
+    import csv
+    import io
+
+    ok(project, "tag", "2", "gpu=h100, \"sxm\"", "batch=1")
+    rows = list(csv.DictReader(io.StringIO(ok(project, "ls", "--csv"))))
+    assert [(r["id"], r["tag.batch"], r["tag.gpu"]) for r in rows] == [("1", "", ""), ("2", "1", "h100, \"sxm\"")]

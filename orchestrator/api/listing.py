@@ -133,19 +133,22 @@ def _identity_again(line: str) -> str:
 _compact, _value, _object = metricjson.compact, metricjson.value_text, metricjson.object_text
 
 
-def as_csv(rows: list[Any], metrics: dict[int, dict[str, Any]]) -> str:
-    """One line per run: its identity, then a column per param and per metric any listed run has."""
+def as_csv(rows: list[Any], metrics: dict[int, dict[str, Any]], tags: dict[int, dict[str, str]] | None = None) -> str:
+    """One line per run: its identity, then a column per param, per metric and per tag (`tag.KEY`)
+    any listed run has."""
     params = list(dict.fromkeys(k for r in rows for k in (r.params or {})))
     names = list(dict.fromkeys(k for r in rows for k in metrics.get(r.id, {})))
+    tags = tags or {}
+    keys = sorted({k for r in rows for k in tags.get(r.id, {})})
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     fixed = list(identity(rows[0])) if rows else ["id"]
-    writer.writerow([*fixed, *params, *names])
+    writer.writerow([*fixed, *params, *names, *(WHERE_PREFIX + k for k in keys)])
     for r in rows:
         own = metrics.get(r.id, {})
         values = identity(r)
         writer.writerow([*(_cell(values[k]) for k in fixed), *(_cell((r.params or {}).get(k)) for k in params),
-                         *(_cell(own.get(k)) for k in names)])
+                         *(_cell(own.get(k)) for k in names), *(tags.get(r.id, {}).get(k, "") for k in keys)])
     return out.getvalue()
 
 

@@ -74,7 +74,7 @@ def list_runs_csv(*, db: str = _DEFAULT_DB, experiment: str | None = None, statu
 
     found = list_runs(db=db, experiment=experiment, status=status, host=host, where=where, sort=sort, limit=limit,
                       mine=mine, tags=tags)
-    return listing.as_csv(found.rows, found.metrics)
+    return listing.as_csv(found.rows, found.metrics, found.tags)
 
 
 def _listed(db: str, status: str | None, sort: str | None, experiment: str | None, host: str | None,

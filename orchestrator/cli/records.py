@@ -26,8 +26,8 @@ def list_runs(
     sort: str | None = typer.Option(None, "--sort", metavar="METRIC",
                                        help="Best first by this metric (durations ascending, the rest descending)."),
     limit: int = typer.Option(50, "--limit", "-n", help="How many runs: the newest N (with --sort, the N best)."),
-    as_json: bool = typer.Option(False, "--json", help="With each run's params and metrics."),
-    as_csv: bool = typer.Option(False, "--csv", help="A column per param and per metric."),
+    as_json: bool = typer.Option(False, "--json", help="With each run's params, metrics and tags."),
+    as_csv: bool = typer.Option(False, "--csv", help="A column per param, per metric and per tag (tag.KEY)."),
     mine: bool = typer.Option(False, "--mine", help="Only runs this user made (a team database holds everyone's)."),
     tags: list[str] = typer.Option([], "--tag", metavar="KEY[=VALUE]",
                                    help="Only runs with this tag (KEY=VALUE: that value, exactly; KEY: any value). "
