@@ -155,6 +155,13 @@ def test_a_sweeps_finding_is_said_once_with_the_points_it_covers(project, demo):
         == {(v, s, k) for v in (STORY, FIXED) for s in (3, 4, 5) for k in (1, 4)}
     story = [g for g in groups if g["variant"] == STORY]
     assert all(sum(f["code"] == "algorithm-not-eagle3" for f in g["findings"]) == 1 for g in story)
+    from orchestrator.api.findings import grouped  # what the printout reads, for a caller of the library
+
+    [once] = [f.as_json() for f in grouped(groups) if f.code == "algorithm-not-eagle3"]
+    assert once["hosts"] == ["local"] and once["allowed"] is True
+    assert once["points"][:2] == [{"variant": STORY, "speculative_num_steps": 3, "speculative_eagle_topk": 1},
+                                  {"variant": STORY, "speculative_num_steps": 3, "speculative_eagle_topk": 4}]
+    assert len(once["points"]) == 6  # each point once, its two repeats together
 
 
 def test_points_that_are_no_product_are_listed_and_variants_alone_by_name():
