@@ -60,8 +60,9 @@ def write_log(path: Path, kind: str, size_mb: int) -> None:
             i += 1
 
 
-def timed(command: list[str], tree: Path = ROOT) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (KiB) of the process, its stdout."""
+def timed(command: list[str], tree: Path = ROOT) -> tuple[float, int, str, float]:
+    """Wall seconds, peak RSS (KiB) of the process, its stdout, its CPU seconds (user and system:
+    on a shared machine the wall clock says as much about the others' load as about this code)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         child = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
@@ -73,7 +74,7 @@ def timed(command: list[str], tree: Path = ROOT) -> tuple[float, int, str]:
         said = out.read().decode(errors="replace")
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(command)} exited {child.returncode}: {said[-2000:]}")
-    return took, usage.ru_maxrss, said
+    return took, usage.ru_maxrss, said, usage.ru_utime + usage.ru_stime
 
 
 def exported(rev: str, folder: Path) -> Path:
@@ -89,26 +90,33 @@ def bench(kind: str, size_mb: int, runs: int, folder: Path, trees: dict[str, Pat
     write_log(log, kind, size_mb)
     mb = log.stat().st_size / 1e6
     scans: list[float] = []
+    scan_cpu: list[float] = []
     imports: dict[str, list[float]] = {name: [] for name in trees}
+    import_cpu: dict[str, list[float]] = {name: [] for name in trees}
     rss: dict[str, list[int]] = {name: [] for name in trees}
     for i in range(runs):
-        scans.append(timed([sys.executable, "-c", SCAN, str(log)])[0])
+        took, _, _, cpu = timed([sys.executable, "-c", SCAN, str(log)])
+        scans.append(took)
+        scan_cpu.append(cpu)
         for name, tree in trees.items():
             db = folder / f"{kind}-{i}.db"
-            took, peak, said = timed([sys.executable, "-P", "-m", "orchestrator.cli", "--db", f"sqlite:///{db}",
-                                      "import", str(log)], tree)
+            took, peak, said, cpu = timed([sys.executable, "-P", "-m", "orchestrator.cli", "--db", f"sqlite:///{db}",
+                                           "import", str(log)], tree)
             imports[name].append(took)
+            import_cpu[name].append(cpu)
             rss[name].append(peak)
             for made in folder.glob(f"{db.name}*"):
                 made.unlink()
     scan = statistics.median(scans)
     print(f"{kind}: {mb:.0f} MB; {said.splitlines()[0]}")
-    print(f"  plain scan   median {scan:6.2f} s ({mb / scan:5.0f} MB/s) over {runs}: {', '.join(f'{s:.2f}' for s in scans)}")
+    print(f"  plain scan   median {scan:6.2f} s ({mb / scan:5.0f} MB/s) over {runs}: {', '.join(f'{s:.2f}' for s in scans)}; "
+          f"CPU {statistics.median(scan_cpu):.2f} s")
     for name, found in imports.items():
         imported = statistics.median(found)
         print(f"  orch import ({name}) median {imported:6.2f} s ({mb / imported:5.0f} MB/s) over {runs}: "
-              f"{', '.join(f'{s:.2f}' for s in found)}")
-        print(f"    ratio import/scan {imported / scan:.1f}x; peak RSS of the import {max(rss[name]) / 1024:.0f} MB")
+              f"{', '.join(f'{s:.2f}' for s in found)}; CPU {statistics.median(import_cpu[name]):.2f} s")
+        print(f"    ratio import/scan {imported / scan:.1f}x (CPU {statistics.median(import_cpu[name]) / statistics.median(scan_cpu):.1f}x); "
+              f"peak RSS of the import {max(rss[name]) / 1024:.0f} MB")
 
 
 def main() -> None:

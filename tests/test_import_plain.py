@@ -61,24 +61,28 @@ CHANGES = {
     "19 digits": lambda line: re.sub(r"#token: \d+", "#token: 1234567890123456789", line),
     "18 digits": lambda line: re.sub(r"#token: \d+", "#token: 999999999999999999", line),
     "not a stats line": lambda line: "[2026-10-30 12:00:00 TP0] Cache flushed successfully!",
+    "a debug line": lambda line: "[2026-10-30 12:00:00 TP0] [EAGLE3-DEBUG] hidden shape=[1, 7168] step=4",
 }
 
 
-def streamed_points(text: str) -> list:
+def streamed_points(text: str) -> tuple[list, list]:
+    """The piece's series points and debug lines, read as `orch import` reads a piece of a big log."""
     stream = logstream.LogStream(DEFAULT_DEBUG_PATTERN)
-    blocks, _ = stream.feed(text.encode())
-    return [p for block in blocks for p in seriesblock.points(block)]
+    piece = text.encode()
+    stream.shape(piece)
+    blocks, debug = stream.feed(piece)
+    return [p for block in blocks for p in seriesblock.points(block)], debug
 
 
-def whole_points(text: str) -> list:
+def whole_points(text: str) -> tuple[list, list]:
     report = engines.get("sglang").parse_log(text.encode(), DEFAULT_DEBUG_PATTERN)
-    return list(report.series)
+    return list(report.series), list(report.debug_lines)
 
 
 def test_a_plain_piece_is_read_at_once_as_the_lines_one_by_one():
     lines = plain(300)
     text = "\n".join(lines) + "\n"
-    assert statcolumns.plain_piece(text.encode(), len(lines), "Decode batch", 0) is not None
+    assert statcolumns.plain_piece(text.encode(), "Decode batch", 0) is not None
     assert streamed_points(text) == whole_points(text)
     stream = logstream.LogStream(DEFAULT_DEBUG_PATTERN)
     stream.feed(text.encode())
@@ -102,7 +106,7 @@ def test_every_plain_layout_value_is_the_float_python_reads():
     lines = [re.sub(r"gen throughput \(token/s\): [\d.]+", f"gen throughput (token/s): {value}", line)
              for line, value in zip(plain(2000), printed)]
     text = ("\n".join(lines) + "\n").encode()
-    blocks = statcolumns.plain_piece(text, len(lines), "Decode batch", 0)
+    blocks = statcolumns.plain_piece(text, "Decode batch", 0)
     assert blocks is not None
     got = [v for b in blocks for c in b.columns if c.name == "gen_throughput" for v in c.values]
     assert [math.copysign(1, v) for v in got] == [1.0] * len(got) and got == [float(p) for p in printed]
@@ -169,7 +173,7 @@ def test_a_compact_block_gives_back_every_value_bit_for_bit():
 
 def test_a_busy_servers_block_is_kept_in_fewer_bytes():
     text = ("\n".join(plain(20000)) + "\n").encode()
-    block, = statcolumns.plain_piece(text, 20000, "Decode batch", 0)
+    block, = statcolumns.plain_piece(text, "Decode batch", 0)
     wide = seriesblock.SeriesBlock(block.kind, block.first, block.times, block.columns)
     import zlib
     import json

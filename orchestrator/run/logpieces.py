@@ -21,20 +21,13 @@ LEVEL = 1  # zlib's fastest level: importing.pack's for a log this big
 
 def of_file(path: Path, piece: int = 0) -> Iterator[bytes]:
     """The file's bytes in pieces of about `piece` bytes (PIECE), each but the last ending with a
-    newline (a line longer than a piece makes one piece of its own)."""
+    newline: `piece` bytes and the rest of the line they end in (one copy of each piece)."""
     piece = piece or PIECE
     with open(path, "rb") as f:
-        carry = b""
         while chunk := f.read(piece):
-            buf = carry + chunk if carry else chunk
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:
-                carry = buf
-                continue
-            yield buf[:cut]
-            carry = buf[cut:]
-        if carry:
-            yield carry
+            if not chunk.endswith(b"\n"):
+                chunk += f.readline()
+            yield chunk
 
 
 def of_bytes(data: bytes, piece: int = 0) -> Iterator[bytes]:

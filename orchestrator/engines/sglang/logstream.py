@@ -63,7 +63,8 @@ class LogStream:
         if self.server_args is None and (found := logs._lines_with(piece, logs.SERVER_ARGS.encode(), b"\n", first_only=True)):
             self.server_args = found[0].decode("utf-8", "replace").split(logs.SERVER_ARGS, 1)[1].rstrip("\r")
         self.ready = self.ready or piece.find(logs.READY_LINE.encode()) >= 0
-        return self._blocks(piece), self._debug_lines(piece)
+        blocks, plain = self._blocks(piece)
+        return blocks, self._debug_lines(piece, plain)
 
     def _keep_ends(self, piece: bytes) -> None:
         if not self._head_done:
@@ -75,14 +76,15 @@ class LogStream:
         while len(self._tail) > 1 and sum(map(len, self._tail)) - len(self._tail[0]) >= logs.TAIL_SIZE:
             self._tail.popleft()
 
-    def _blocks(self, piece: bytes) -> list[SeriesBlock]:
+    def _blocks(self, piece: bytes) -> tuple[list[SeriesBlock], bool]:
+        """The piece's series blocks, and whether the piece is one plain line over and over."""
         kept, self._plain = self._plain, None
         whole = kept[1] if kept is not None and kept[0] is piece else self._read_plain(piece)
         if whole is not None:
             for block in whole:
                 self.counts[DECODE] += len(block)
                 self._add_to_means(block)
-            return whole
+            return whole, True
         stats = _stats_lines(piece)
         joined = b"\n".join(stats)  # every header is in a stats line: counted here, not in the piece
         made: list[SeriesBlock] = []
@@ -95,15 +97,12 @@ class LogStream:
                 if header == DECODE:
                     self._add_to_means(block)
                 made.append(block)
-        return made
+        return made, False
 
     def _read_plain(self, piece: bytes) -> list[SeriesBlock] | None:
         """A piece of decode lines alone, all in one plain layout, read without cutting it into lines
         (`statcolumns.plain_piece`): what the split below makes of it. None for any other piece."""
-        n = piece.count(b"\n")
-        if not n or not piece.endswith(b"\n") or piece.count(DECODE.encode()) != n:
-            return None
-        return statcolumns.plain_piece(piece, n, DECODE, self.counts[DECODE])
+        return statcolumns.plain_piece(piece, DECODE, self.counts[DECODE]) if piece.endswith(b"\n") else None
 
     def _add_to_means(self, block: SeriesBlock) -> None:
         """Sums in line order, each continuing the last (sum's start): the mean of a whole log's values."""
@@ -117,7 +116,12 @@ class LogStream:
                     added = sum(values, total[0])  # type: ignore[arg-type]
                 total[0], total[1] = added, total[1] + len(values)
 
-    def _debug_lines(self, piece: bytes) -> list[DebugLine]:
+    def _debug_lines(self, piece: bytes, plain: bool = False) -> list[DebugLine]:
+        """`plain`: every line is the first with other runs of digits and dots (`statarrays.Rows`):
+        a literal without digits or dots is in all of them or in none."""
+        if plain and self._literal is not None and not any(c in self._literal for c in b"0123456789.") \
+                and self._literal not in piece[:piece.find(b"\n")]:
+            return []
         if self._literal is not None:
             candidates = logs._lines_with(piece, self._literal, b"\n")
             texts = b"\n".join(candidates).decode("utf-8", "replace").split("\n") if candidates else []

@@ -56,8 +56,8 @@ def read(lines: list[bytes], kind: stats._Kind, layout: stats._Layout) -> Rows |
     return _read(block, len(lines), np.cumsum(lengths + 1) - 1, template, pad, layout)
 
 
-def read_piece(piece: bytes, n: int, kind: stats._Kind, layout: stats._Layout) -> Rows | None:
-    """`read` of a piece of a log that is n such lines, each ending with a newline: no line cut out."""
+def read_piece(piece: bytes, kind: stats._Kind, layout: stats._Layout) -> Rows | None:
+    """`read` of a piece of a log that is such lines, each ending with a newline: no line cut out."""
     end = piece.find(b"\n")
     template = _template(piece[:end], kind, layout) if end >= 0 and piece.endswith(b"\n") else None
     if template is None:
@@ -65,7 +65,7 @@ def read_piece(piece: bytes, n: int, kind: stats._Kind, layout: stats._Layout) -
     pad = _pad(template)
     block = piece + pad
     ends = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
-    return _read(block, n, ends, template, pad, layout) if len(ends) == n else None
+    return _read(block, len(ends), ends, template, pad, layout)
 
 
 def _pad(template: tuple[bytes, int, bytes, list[bytes]]) -> bytes:

@@ -56,12 +56,13 @@ def _plain_blocks(lines: list[bytes], kind: stats._Kind, series_kind: str, first
     return None if rows is None else _from_arrays(rows, layout, kind, series_kind, first)  # type: ignore[arg-type]
 
 
-def plain_piece(piece: bytes, n: int, header: str, first: int) -> list[SeriesBlock] | None:
-    """`blocks` of a piece of a log that is n `header` lines in one plain layout, each ending with a
-    newline (a busy server's log: every line a decode line); None for any other piece."""
+def plain_piece(piece: bytes, header: str, first: int) -> list[SeriesBlock] | None:
+    """`blocks` of a piece of a log that is `header` lines alone in one plain layout, each ending
+    with a newline (a busy server's log: every line a decode line); None for any other piece."""
     kind = stats._DECODE if header == DECODE else stats._PREFILL
-    layout = _plain_layout(piece[:piece.find(b"\n")], kind)
-    rows = None if layout is None else statarrays.read_piece(piece, n, kind, layout)
+    line = piece[:piece.find(b"\n")]
+    layout = _plain_layout(line, kind) if header in line.decode("utf-8", "replace") else None
+    rows = None if layout is None else statarrays.read_piece(piece, kind, layout)
     return None if rows is None else _from_arrays(rows, layout, kind, KINDS[header], first)  # type: ignore[arg-type]
 
 
