@@ -8,7 +8,7 @@ import getpass
 import re
 
 from support.cli import orch, records, start_orch, wait_for
-from three_plans import three_plans
+from support.specs import three_plans
 
 
 def test_a_busy_host_is_refused_in_one_line_or_waited_for(project):

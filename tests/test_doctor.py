@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, free_port
-from rehearsal_spec import sglang
 from support.cli import orch
+from support.specs import small_experiment
 
 
 def doctor(project: Path, *args: str) -> dict:
@@ -59,7 +59,8 @@ def test_a_recorded_run_is_examined_by_its_id(project: Path, story: Path) -> Non
 
 def _layers0(project: Path, release: str | None = None) -> None:
     (project / "experiments" / "layers0.yaml").write_text(
-        sglang("layers0", free_port()).replace("eagle3-draft\"", "eagle3-draft-layers0\""))
+        small_experiment("layers0", free_port(), params={
+            "draft_model_path": "{{ host.rehearsal }}/checkpoints/eagle3-draft-layers0"}))
     if release:
         inventory = project / "inventory.yaml"
         inventory.write_text(inventory.read_text().replace("rehearsal: true", f'rehearsal: "{release}"'))
@@ -84,8 +85,8 @@ def test_layers0_keys_load_on_0523_so_nothing_is_wrong(project: Path) -> None:
 
 @pytest.mark.parametrize("release", ["0.4.10", "0.5.23"])
 def test_eagle_on_other_releases_names_the_algorithm(project: Path, release: str) -> None:
-    (project / "experiments" / "eagle.yaml").write_text(sglang("eagle", free_port()).replace(
-        "speculative_algorithm: EAGLE3", "speculative_algorithm: EAGLE"))
+    (project / "experiments" / "eagle.yaml").write_text(
+        small_experiment("eagle", free_port(), params={"speculative_algorithm": "EAGLE"}))
     inventory = project / "inventory.yaml"
     inventory.write_text(inventory.read_text().replace("rehearsal: true", f'rehearsal: "{release}"'))
     found = doctor(project, "experiments/eagle.yaml", "--no-preflight")
@@ -127,10 +128,10 @@ def _write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
 
 @pytest.mark.parametrize("preflight", [True, False], ids=["preflight", "probes-alone"])
 def test_a_draft_whose_fc_does_not_fit_is_named_and_not_fixed(project: Path, preflight: bool) -> None:
-    (project / "experiments" / "base.yaml").write_text(sglang("base", free_port()))
+    (project / "experiments" / "base.yaml").write_text(small_experiment("base", free_port()))
     draft = _narrow_fc_draft(project)
-    (project / "experiments" / "narrow.yaml").write_text(sglang("narrow", free_port()).replace(
-        '"{{ host.rehearsal }}/checkpoints/eagle3-draft"', f'"{draft}"'))
+    (project / "experiments" / "narrow.yaml").write_text(
+        small_experiment("narrow", free_port(), params={"draft_model_path": str(draft)}))
     found = doctor(project, "experiments/narrow.yaml", *([] if preflight else ["--no-preflight"]))
     assert found["cause"] == "fc-width"
     assert found["fix"]["runnable"] is False and found["accept_len_after"] is None
@@ -167,15 +168,15 @@ def test_vllm_standin_absolute_d2t_is_named_and_turned_to_offsets(project: Path,
 
 @pytest.mark.parametrize("preflight", [True, False], ids=["preflight", "probes-alone"])
 def test_a_draft_whose_aux_layers_the_target_lacks_is_named(project: Path, preflight: bool) -> None:
-    (project / "experiments" / "base.yaml").write_text(sglang("base", free_port()))
+    (project / "experiments" / "base.yaml").write_text(small_experiment("base", free_port()))
     assert orch(project, "check", "experiments/base.yaml").returncode == 0  # installs the rehearsal checkpoints
     draft = project / "deep-aux-draft"
     shutil.copytree(project / "host" / "rehearsal" / "checkpoints" / "eagle3-draft", draft)
     config = json.loads((draft / "config.json").read_text())
     config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 5, 20]  # the 12-layer target has no layer 21
     (draft / "config.json").write_text(json.dumps(config))
-    (project / "experiments" / "deep.yaml").write_text(sglang("deep", free_port()).replace(
-        '"{{ host.rehearsal }}/checkpoints/eagle3-draft"', f'"{draft}"'))
+    (project / "experiments" / "deep.yaml").write_text(
+        small_experiment("deep", free_port(), params={"draft_model_path": str(draft)}))
     found = doctor(project, "experiments/deep.yaml", *([] if preflight else ["--no-preflight"]))
     assert found["cause"] == "aux-layers-mismatch"
     assert any("width=128 fc_in=192" in line for line in found["evidence"]), found["evidence"]

@@ -11,37 +11,13 @@ import pytest
 from support.cli import orch
 from support.drafts import broken_drafts, with_checkpoint
 from support.files import snapshot
+from support.specs import debug_patch, rehearsal_experiment
 
 CKPT = "{{ host.rehearsal }}/checkpoints"
 BROKEN_DRAFT = ("--set", f"draft_model_path={CKPT}/eagle3-draft-layers0")
-EXPERIMENT = f"""\
-name: dry
-hosts: [local]
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{CKPT}/llama-target"
-  draft_model_path: "{CKPT}/eagle3-draft"
-  tp_size: 1
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: false
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  port: 30000
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-patches:
-  debug-hidden-states:
-    file: sglang:srt/models/llama_eagle3.py
-    find: "hidden_states = forward_batch.spec_info.hidden_states"
-    insert_after: |
-      print("[EAGLE3-DEBUG]", hidden_states.shape, flush=True)
-variants:
-  v:
-    patches: [debug-hidden-states]
-"""
+PATCHED_VARIANT = (debug_patch("debug-hidden-states", 'print("[EAGLE3-DEBUG]", hidden_states.shape, flush=True)')
+                   + "variants:\n  v:\n    patches: [debug-hidden-states]\n")
+EXPERIMENT = rehearsal_experiment("dry", extra=PATCHED_VARIANT)
 
 
 @pytest.fixture
@@ -168,7 +144,8 @@ def test_a_dry_run_over_hosts_with_different_engines_is_refused_before_any_scrip
     from orchestrator.run.attempt import Lines
 
     spec_path = project / "experiments" / "dry.yaml"
-    spec_path.write_text(EXPERIMENT.replace("hosts: [local]", "hosts: [a, b]\nnodes: 2").replace("tp_size: 1", "tp_size: 2"))
+    spec_path.write_text(rehearsal_experiment("dry", hosts=["a", "b"], params={"tp_size": 2},
+                                              extra="nodes: 2\n" + PATCHED_VARIANT))
     spec = specs.load(spec_path)
     said: list[tuple[str, str]] = []
     sessions = fake_sessions(("0.5.9", "0.5.23"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import free_port
 from orchestrator.store.database import Store
 from support.cli import orch, orch_env
+from support.specs import rehearsal_experiment
 
 # variant -> (its params/env in YAML, the diagnosis kind, words of the summary)
 CASES = {
@@ -28,28 +29,6 @@ CASES = {
 # (A taken port no longer reaches the server: orch's own check refuses the run first, exit 3, see
 # test_occupancy.py; the server's port-in-use diagnosis is read from logs in test_logs.py.)
 
-SPEC = """\
-name: failures
-hosts: [local]
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
-  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
-  tp_size: 2
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: true
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  port: FREE_PORT
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-  ORCH_REHEARSAL_LOAD_SECONDS: "0"
-variants:
-"""
-
 
 def test_every_failure_signature_is_diagnosed(project: Path):
     with socket.socket() as busy:
@@ -58,8 +37,11 @@ def test_every_failure_signature_is_diagnosed(project: Path):
         port = str(busy.getsockname()[1])
         variants = "".join(f"  {name}:\n    {body}\n" for name, (body, _, _) in CASES.items())
         spec = project / "experiments" / "failures.yaml"
-        spec.write_text((SPEC + variants).replace("BUSY_PORT", port).replace("FREE_PORT", str(free_port()))
-                        + "workload: {requests: 2, max_new_tokens: 8, concurrency: 2}\nready_timeout: 60\n")
+        spec.write_text(rehearsal_experiment(
+            "failures", params={"tp_size": 2, "disable_cuda_graph": True, "port": free_port()},
+            env={"ORCH_REHEARSAL_LOAD_SECONDS": "0"},
+            workload={"requests": 2, "max_new_tokens": 8, "concurrency": 2},
+            extra="variants:\n" + variants.replace("BUSY_PORT", port) + "ready_timeout: 60\n"))
         env = {**orch_env(project, columns=None), "ORCH_CACHE": str(project / "cache")}
         # the checkpoint preflight would stop the context-length run before launch (exit 2): the point
         # here is what the server itself prints

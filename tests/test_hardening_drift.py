@@ -14,20 +14,13 @@ from pathlib import Path
 
 import pytest
 
-import rehearsal_spec
 import sshd
 from conftest import free_port
 from support.cli import orch
+from support.specs import debug_patch, small_experiment
 
 PATCHED = "rehearsal/sglang/srt/models/llama_eagle3.py"
-PATCH = """\
-patches:
-  debug-hidden-states:
-    file: sglang:srt/models/llama_eagle3.py
-    find: "hidden_states = forward_batch.spec_info.hidden_states"
-    insert_after: |
-      print(f"[EAGLE3-DEBUG] shape={hidden_states.shape}", flush=True)
-"""
+PATCH = debug_patch("debug-hidden-states", 'print(f"[EAGLE3-DEBUG] shape={hidden_states.shape}", flush=True)')
 HAND_EDIT = b"# tuned by hand \x1b[31mred\x1b[0m\n"
 
 
@@ -56,7 +49,7 @@ def where(request, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def experiment(project: Path, host: str) -> Path:
     spec = project / "experiments" / "drift.yaml"
-    spec.write_text(rehearsal_spec.sglang("drift", free_port(), 0, PATCH).replace("hosts: [local]", f"hosts: [{host}]"))
+    spec.write_text(small_experiment("drift", free_port(), 0, PATCH, hosts=[host]))
     return spec
 
 

@@ -16,20 +16,13 @@ from pathlib import Path
 
 import pytest
 
-import rehearsal_spec
 from conftest import free_port
 from support.cli import orch, start_orch
+from support.specs import debug_patch, small_experiment
 
 PATCHED = "rehearsal/sglang/srt/models/llama_eagle3.py"  # under the workdir: on the small disk
 
-PATCH = """\
-patches:
-  debug-hidden-states:
-    file: sglang:srt/models/llama_eagle3.py
-    find: "hidden_states = forward_batch.spec_info.hidden_states"
-    insert_after: |
-      print(f"[EAGLE3-DEBUG] shape={hidden_states.shape}", flush=True)
-"""
+PATCH = debug_patch("debug-hidden-states", 'print(f"[EAGLE3-DEBUG] shape={hidden_states.shape}", flush=True)')
 
 
 @pytest.fixture
@@ -64,7 +57,7 @@ def fill(mount: Path, leave: int = 0) -> None:
 
 def experiment(project: Path, load: float = 0) -> Path:
     spec = project / "experiments" / "fulldisk.yaml"
-    spec.write_text(rehearsal_spec.sglang("fulldisk", free_port(), load, PATCH))
+    spec.write_text(small_experiment("fulldisk", free_port(), load, PATCH))
     return spec
 
 

@@ -12,9 +12,9 @@ import subprocess
 import threading
 from pathlib import Path
 
-import rehearsal_spec
 from conftest import free_port
 from support.cli import orch
+from support.specs import small_experiment
 
 
 class Squatter:
@@ -52,7 +52,7 @@ class Squatter:
 def run_with_squatter(project: Path, ports: int) -> tuple[subprocess.CompletedProcess[str], dict, list[int], int]:
     port = free_port()
     spec = project / "experiments" / "portrace.yaml"
-    spec.write_text(rehearsal_spec.sglang("portrace", port))
+    spec.write_text(small_experiment("portrace", port))
     squatter = Squatter(project / "host" / "runs", ports)
     try:
         done = orch(project, "run", str(spec))

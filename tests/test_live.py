@@ -16,35 +16,17 @@ import pytest
 
 from conftest import ROOT, free_port
 from support.cli import ORCH, orch
+from support.specs import rehearsal_experiment
 
-# 0.5.23 deprecates --disable-cuda-graph: every run's flag check warns the same
-SPEC = """\
-name: sweep
-hosts: [new]
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
-  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
-  tp_size: 1
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: true
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  port: 30000
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-matrix:
-  speculative_num_steps: [2, 3]
-variants:
-  narrow: {}
-  wide:
-    params: {speculative_eagle_topk: 2}
-workload: {requests: 4, max_new_tokens: 32, concurrency: 2}
-ready_timeout: 60
-"""
+def sweep_spec(requests: int = 4) -> str:
+    """Two variants x two steps on the host `new`: four runs of `requests` requests each."""
+    return rehearsal_experiment(  # 0.5.23 deprecates --disable-cuda-graph: every run's flag check warns the same
+        "sweep", hosts=["new"], params={"disable_cuda_graph": True},
+        workload={"requests": requests, "max_new_tokens": 32, "concurrency": 2},
+        extra="matrix:\n  speculative_num_steps: [2, 3]\n"
+              "variants:\n  narrow: {}\n  wide:\n    params: {speculative_eagle_topk: 2}\nready_timeout: 60\n")
+
+
 DEPRECATED = "--disable-cuda-graph is deprecated"
 
 
@@ -53,7 +35,7 @@ def sweep(project: Path) -> Path:
     (project / "inventory.yaml").write_text(
         f"hosts:\n  new:\n    transport: local\n    workdir: {project / 'host'}\n    gpus: 8\n    rehearsal: \"0.5.23\"\n")
     path = project / "experiments" / "sweep.yaml"
-    path.write_text(SPEC)
+    path.write_text(sweep_spec())
     return path
 
 
@@ -136,7 +118,7 @@ def _table_lines(text: str) -> list[str]:
 
 
 def test_live_table_on_a_terminal_of_80_columns_shows_each_run_with_its_phase(project, sweep):
-    sweep.write_text(SPEC.replace("requests: 4,", "requests: 40,"))  # a workload long enough to show its progress
+    sweep.write_text(sweep_spec(requests=40))  # a workload long enough to show its progress
     code, screen = _screen(project, "run", str(sweep), "--variant", "narrow", "--set", f"port={free_port()}", columns=80)
     assert code == 0, screen
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).replace("\r", "")  # colours and cursor moves out
@@ -207,7 +189,7 @@ def test_the_live_table_of_a_tuning_sweep_fits_80_columns_and_folds_what_finishe
 
 @pytest.mark.slow
 def test_ctrl_c_on_the_terminal_leaves_the_table_then_the_cleanup_and_the_summary(project, sweep):
-    sweep.write_text(SPEC.replace("requests: 4", "requests: 400"))
+    sweep.write_text(sweep_spec(requests=400))
     code, screen = _screen(project, "run", str(sweep), "--variant", "narrow", "--set", f"port={free_port()}",
                            ctrl_c_at="sending 400 requests")
     assert code == 130, screen

@@ -14,50 +14,12 @@ import pytest
 from conftest import ROOT, free_port
 from support.cli import orch
 from support.files import snapshot
+from support.specs import debug_patch, rehearsal_experiment
 
-CKPT = "{{ host.rehearsal }}/checkpoints"
 RELEASES = [("sglang", "0.4.10"), ("sglang", "0.5.9"), ("sglang", "0.5.23"), ("vllm", "0.10.1.1"), ("vllm", "0.33.0")]
-
-PARAMS = {
-    "sglang": f"""  model_path: "{CKPT}/llama-target"
-  draft_model_path: "{CKPT}/eagle3-draft"
-  tp_size: 1
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: true
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-""",
-    "vllm": f"""  model_path: "{CKPT}/llama-target"
-  draft_model_path: "{CKPT}/eagle3-draft"
-  tp_size: 1
-  speculative_method: eagle3
-  num_speculative_tokens: 3
-""",
-}
+CHANGED = {"sglang": {"disable_cuda_graph": True}, "vllm": {}}  # from the rehearsal experiment's params
 LOADER = {"sglang": "sglang:srt/models/llama_eagle3.py", "vllm": "vllm:model_executor/models/llama_eagle3.py"}
-EXPERIMENT = """name: everywhere
-engine: @ENGINE@
-hosts: [local]
-template: ../templates/@ENGINE@_launch.sh.j2
-params:
-@PARAMS@  port: @PORT@
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-patches:
-  debug-print:
-    file: @LOADER@
-    find: "this text is in no file"
-    insert_after: |
-      print("[DEBUG] here", flush=True)
-variants:
-  plain: {}
-  patched: {patches: [debug-print]}
-workload: {requests: 2, max_new_tokens: 8, concurrency: 1}
-ready_timeout: 60
-"""
+VARIANTS = "variants:\n  plain: {}\n  patched: {patches: [debug-print]}\nready_timeout: 60\n"
 SWEEP = "matrix:\n  num_speculative_tokens: [1, 2, 3, 4]\n"  # 4 plans of a variant (vLLM's param)
 SGLANG_SWEEP = "matrix:\n  speculative_num_steps: [1, 2, 3, 4]\n"
 
@@ -69,8 +31,11 @@ def experiment(request, project: Path) -> tuple[str, Path]:
     inventory = project / "inventory.yaml"
     inventory.write_text(inventory.read_text().replace("rehearsal: true", f'rehearsal: "{release}"'))
     spec = project / "experiments" / "everywhere.yaml"
-    spec.write_text(EXPERIMENT.replace("@ENGINE@", engine).replace("@PARAMS@", PARAMS[engine])
-                    .replace("@LOADER@", LOADER[engine]).replace("@PORT@", str(free_port())))
+    patch = debug_patch("debug-print", 'print("[DEBUG] here", flush=True)', file=LOADER[engine],
+                        find="this text is in no file")
+    spec.write_text(rehearsal_experiment("everywhere", engine=engine, params={**CHANGED[engine], "port": free_port()},
+                                         workload={"requests": 2, "max_new_tokens": 8, "concurrency": 1},
+                                         extra=patch + VARIANTS))
     return engine, spec
 
 

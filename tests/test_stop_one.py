@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support.cli import orch, records, start_orch, wait_for
 from support.processes import marked_processes
-from three_plans import three_plans
+from support.specs import three_plans
 
 
 def test_orch_stop_run_stops_that_run_alone_and_the_sweep_goes_on(project):

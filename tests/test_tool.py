@@ -18,7 +18,7 @@ from orchestrator.engines.sglang import flags, tools
 from orchestrator.errors import SpecError
 from support.cli import orch
 from support.files import snapshot
-from support.specs import TOOL_EXPERIMENT
+from support.specs import tool_experiment
 from wheels import package_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tool"
@@ -130,7 +130,7 @@ def test_a_bad_tool_arg_stops_the_run_before_the_host_changes(project, sglang_py
     """The rehearsal's 0.5.9 tree has no bench_serving: `orch check` says so; with the real 0.5.9 file
     laid in, `orch run` stops at the misspelt argument (did-you-mean), the host as it was."""
     spec = project / "experiments" / "tool.yaml"
-    spec.write_text(TOOL_EXPERIMENT)
+    spec.write_text(tool_experiment())
     checked = orch(project, "check", str(spec))
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "SGLang 0.5.9 on the host has no such tool" in checked.stdout

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import orch
-from support.specs import TOOL_EXPERIMENT
+from support.specs import tool_experiment
 from wheels import package_dir
 
 pytestmark = pytest.mark.slow
@@ -65,15 +65,9 @@ def test_real_bench_serving_against_the_rehearsal_server(project, sglang_python,
                          + f"    python: {python}\n")
     subprocess.run([str(python), "-c", TOKENIZER, str(project / "tokenizer")], check=True, timeout=300)
     spec = project / "experiments" / "tool.yaml"
-    spec.write_text(TOOL_EXPERIMENT.replace("    num_promts: 8\n", f"""\
-    num-prompts: 8
-    random-input-len: 16
-    random-output-len: 128
-    random-range-ratio: 1
-    max-concurrency: 4
-    tokenizer: {project / 'tokenizer'}
-    disable-tqdm: true
-"""))
+    spec.write_text(tool_experiment({"dataset-name": "random-ids", "num-prompts": 8, "random-input-len": 16,
+                                     "random-output-len": 128, "random-range-ratio": 1, "max-concurrency": 4,
+                                     "tokenizer": str(project / "tokenizer"), "disable-tqdm": True}))
     checked = orch(project, "check", str(spec))  # installs the rehearsal tree, which has no tool
     assert checked.returncode == 2 and f"SGLang {release} on the host has no such tool" in checked.stdout, checked.stdout
     shutil.copy(package_dir(sglang_python(release)) / "bench_serving.py",

@@ -16,34 +16,7 @@ from pathlib import Path
 from conftest import free_port
 from support.cli import orch, records, start_orch, wait_for
 from support.files import snapshot
-
-SPEC = """\
-name: {name}
-hosts: [{host}]
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{{{{ host.rehearsal }}}}/checkpoints/llama-target"
-  draft_model_path: "{{{{ host.rehearsal }}}}/checkpoints/eagle3-draft"
-  tp_size: 1
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: false
-  speculative_algorithm: EAGLE3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  speculative_num_steps: 3
-  port: {port}
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-patches:
-  debug-print:
-    file: sglang:srt/models/llama_eagle3.py
-    find: "hidden_states = forward_batch.spec_info.hidden_states"
-    insert_after: |
-      print("[TREE-DEBUG] {name}", flush=True)
-workload: {{requests: {requests}, max_new_tokens: 32}}
-ready_timeout: 60
-"""
+from support.specs import debug_patch, rehearsal_experiment
 
 
 def _shared(project: Path) -> tuple[Path, Path, Path]:
@@ -62,9 +35,12 @@ def _shared(project: Path) -> tuple[Path, Path, Path]:
     return _experiment(project, "one", "holder", requests=800), _experiment(project, "two", "other"), tree
 
 
-def _experiment(project: Path, host: str, name: str, requests: int = 8) -> Path:
+def _experiment(project: Path, host: str, name: str, requests: int = 8, patched: bool = True) -> Path:
     path = project / "experiments" / f"{name}.yaml"
-    path.write_text(SPEC.format(name=name, host=host, port=free_port(), requests=requests))
+    patch = debug_patch("debug-print", f'print("[TREE-DEBUG] {name}", flush=True)') if patched else ""
+    path.write_text(rehearsal_experiment(name, hosts=[host], params={"port": free_port()},
+                                         workload={"requests": requests, "max_new_tokens": 32},
+                                         extra=patch + "ready_timeout: 60\n"))
     return path
 
 
@@ -131,9 +107,8 @@ def test_a_tree_lock_whose_owner_died_is_broken_with_a_warning(project):
 
 
 def test_a_run_without_patches_takes_no_tree_lock(project):
-    _, other, tree = _shared(project)
-    text = other.read_text()
-    other.write_text(text[:text.index("patches:")] + text[text.index("workload:"):])
+    _, _, tree = _shared(project)
+    other = _experiment(project, "two", "other", patched=False)
     _lock(tree).write_text("not a lock orch wrote, and left alone\n")  # a run that patches would break it
     done = orch(project, "run", str(other))
     assert done.returncode == 0, done.stdout + done.stderr

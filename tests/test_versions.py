@@ -13,6 +13,7 @@ from conftest import free_port
 from orchestrator.core import inventory
 from orchestrator.errors import SpecError
 from support.cli import orch, orch_env
+from support.specs import rehearsal_experiment
 
 # release -> (server-info endpoint, decode lines carry "accept rate", entrypoint, server_args form)
 RELEASES = {
@@ -20,27 +21,9 @@ RELEASES = {
     "0.5.9": ("/server_info", True, "serve", "server_args=ServerArgs("),
     "0.5.23": ("/server_info", True, "serve", "server_args={'model_path': "),
 }
-SPEC = """\
-name: releases
-template: ../templates/sglang_launch.sh.j2
-params:
-  model_path: "{{ host.rehearsal }}/checkpoints/llama-target"
-  draft_model_path: "{{ host.rehearsal }}/checkpoints/eagle3-draft"
-  tp_size: 1
-  mem_fraction_static: 0.85
-  num_continuous_decode_steps: 1
-  disable_cuda_graph: true
-  speculative_algorithm: EAGLE3
-  speculative_num_steps: 3
-  speculative_eagle_topk: 1
-  speculative_num_draft_tokens: 4
-  port: 30000
-  extra_args: [--decode-log-interval, '10']
-env:
-  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"
-workload: {requests: 4, max_new_tokens: 64, concurrency: 2}
-ready_timeout: 60
-"""
+SPEC = rehearsal_experiment(
+    "releases", hosts=None, params={"disable_cuda_graph": True, "extra_args": ["--decode-log-interval", "10"]},
+    workload={"requests": 4, "max_new_tokens": 64, "concurrency": 2}, extra="ready_timeout: 60\n")
 
 
 @pytest.mark.slow  # three whole runs, one per release; the inventory cases below stay in `make test`
