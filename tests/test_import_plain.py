@@ -56,6 +56,7 @@ CHANGES = {
     "an extra field": lambda line: line + ", cap len: 7",
     "graph off": lambda line: line.replace("cuda graph: True", "cuda graph: False"),
     "graph unknown": lambda line: line.replace("cuda graph: True", "cuda graph: Maybe"),
+    "digits by the graph": lambda line: line.replace("cuda graph: True", "cuda graph: 1True"),
     "a name's digit moved": lambda line: line.replace("#token: ", "#token1: "),
     "another logger's prefix": lambda line: "2026-10-30 12:00:00,659 [INFO] " + line,
     "19 digits": lambda line: re.sub(r"#token: \d+", "#token: 1234567890123456789", line),

@@ -131,6 +131,9 @@ def _template(line: bytes, kind: stats._Kind, layout: stats._Layout) -> tuple[by
     if head + b"".join(p + v for p, v in zip(prefixes, values)) != line or line.count(b",") != len(items) \
             or line.count(b"batch") != 1 or b"\n" in line:
         return None
+    if any(v not in _BOOL_TEXT.values() for (_, _, convert), v in zip(layout.columns, values)
+           if convert is not int and convert is not float):
+        return None  # a graph field neither True nor False
     return head, len(time), ranks, prefixes
 
 
@@ -161,11 +164,9 @@ def _column(data: np.ndarray, start: np.ndarray, end: np.ndarray, convert: objec
     length = end - start
     if (length < 1).any():
         return False  # a name's digits moved: the value's span holds the name's end
-    if convert is not int and convert is not float:  # the graph field: True or False, never stored
-        got = _gather(data, start, 5)
-        true = (length == 4) & (got[:, :4] == np.frombuffer(_BOOL_TEXT[True], np.uint8)).all(1)
-        false = (length == 5) & (got == np.frombuffer(_BOOL_TEXT[False], np.uint8)).all(1)
-        return None if (true | false).all() else False
+    if convert is not int and convert is not float:  # the graph field, never stored: the first line's
+        # True or False (`_template`); a line of the same text has it too, unless digits came in
+        return None if (length == length[0]).all() else False
     width = int(length.max())
     if width > (_MAX_INT_DIGITS if convert is int else _MAX_FLOAT_DIGITS + 1):
         return False
