@@ -96,6 +96,9 @@ def test_a_write_through_the_view_empties_it_and_an_answer_read_across_a_change_
     async def go() -> None:
         assert (await view.run("slow-read")).stdout == b"old"
         assert (await view.run("slow-read")).stdout == b"new"  # the first answer was not kept
+        for text in (b"a", b"a", b"b"):  # a command reading its input: kept per input
+            await view.run("compile-stdin", input=text)
+        assert [c.data for c in fake.calls if c.target == "compile-stdin"] == [b"a", b"b"]
         await view.read_file(FILE)
         await view.write_file(FILE, b"x = 2\n")
         assert await view.read_file(FILE) == b"x = 2\n"

@@ -5,8 +5,8 @@ A sweep's runs on one host read the same things before anything changes: the eng
 flag set, its version), the checkpoints' configs and headers, where each patched file lies. Each
 read is a host command, and a run on a fresh server made dozens of them. `Reads` keeps their
 answers for the session (one host, one command), and `ReadingConnection` is the connection that
-answers reads from it: the stages that only read the host (the launch check, the preflight) work
-through it.
+answers reads from it: the stages that only read the host (the launch check, the preflight, the
+compile check of the patched texts) work through it.
 
 Nothing stale is ever read after a change orch makes: the journal empties it after every file a
 patch or its revert changed (`Journal.on_change`), and so do a checkpoint push and the rehearsal
@@ -19,6 +19,7 @@ the patched files afresh, is what finds such a change).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,9 @@ class Reads:
 
 
 class ReadingConnection:
-    """The `Connection` protocol over `conn` with its reads (commands without input, file reads,
-    stats) answered from `reads` once read; a write goes through and empties them."""
+    """The `Connection` protocol over `conn` with its reads (commands, by their input too; file
+    reads; stats) answered from `reads` once read; a write goes through and empties them. Only
+    what reads the host goes through it: a command run through it is run once per session."""
 
     def __init__(self, conn: Connection, reads: Reads):
         self.conn = conn
@@ -71,14 +73,14 @@ class ReadingConnection:
 
     async def run(self, command: str, *, timeout: float | None = None, input: bytes | None = None,
                   idempotent: bool = False) -> Completed:
-        if input is not None:
-            return await self.conn.run(command, timeout=timeout, input=input, idempotent=idempotent)
-        kept = self.reads.commands.get(command)
+        # a command that reads its input (the compile check of patched texts) answers per input
+        key = command if input is None else f"{command}\0{hashlib.sha256(input).hexdigest()}"
+        kept = self.reads.commands.get(key)
         if kept is not None:
             return kept
         generation = self.reads.generation
-        done = await self.conn.run(command, timeout=timeout, idempotent=idempotent)
-        self.reads.keep(generation, self.reads.commands, command, done)
+        done = await self.conn.run(command, timeout=timeout, input=input, idempotent=idempotent)
+        self.reads.keep(generation, self.reads.commands, key, done)
         return done
 
     async def read_file(self, path: str) -> bytes:

@@ -79,7 +79,8 @@ async def recover(session: HostSession, store: Store, report: Say, *, force: boo
     reverted = await session.journal.revert(force=force) if leftovers else []
     await session.journal.sweep()
     restored = await drift.restore(session, report) if force else []  # after the journal's: it sets baselines
-    still_journaled = {(r.run, r.seq) for r in await session.journal.records()}
+    # none left at the start: none now (the lock is ours, and the sweep removes no record)
+    still_journaled = {(r.run, r.seq) for r in await session.journal.records()} if leftovers else set()
     interrupted = []
     for uid, why in sorted(dead.items()):
         try:

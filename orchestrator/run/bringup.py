@@ -82,7 +82,7 @@ async def _ensure_room(attempt: Attempt) -> None:
     if not attempt.launch.isolated:  # an isolated run writes its copy under the workdir
         for patch in attempt.plan.patches:
             file = await session.resolve(patch)
-            found = await session.conn.stat(file)
+            found = await session.reading().conn.stat(file)  # the installed file: kept until a patch changes it
             size = found.size if found is not None else 0
             needs[session.host.workdir] += size
             needs[file] = needs.get(file, 0) + size
@@ -107,7 +107,7 @@ async def _node_patched(node: Attempt) -> None:
     whole (uncancelled: the revert then undoes each)."""
     node.enter(Stage.PREPARE_PATCHES)
     prepared = await prepare_patches(node.session, node.plan)
-    await patchcheck.ensure_compiles(node.session.conn, node.session.host, prepared)
+    await patchcheck.ensure_compiles(node.session.reading().conn, node.session.host, prepared)
     node.enter(Stage.APPLY_PATCHES)
     await uncancelled(stages.apply_patches(node, prepared))
 
