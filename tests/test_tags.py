@@ -71,7 +71,8 @@ def listed(project: Path, *args: str) -> list[dict]:
 
 def test_tags_are_set_replaced_removed_and_found_by_ls(project):
     assert ok(project, "tag", "1", "baseline=yes", "gpu=h100").strip() == "run 1: tags baseline=yes  gpu=h100"
-    ok(project, "tag", "last", "gpu=h200", "url=http://x/?a=b=c")  # run 2; the value is what follows the first =
+    said = ok(project, "tag", "last", "gpu=h200", "url=http://x/?a=b=c")  # the value: what follows the first =
+    assert said.strip() == "run 2: tags gpu=h200  url=http://x/?a=b=c"  # `last` said by its id
     ok(project, "tag", "1", "gpu=h200")  # a key the run has takes the new value
     one, two = shown(project, "1"), shown(project, "2")
     assert one["tags"] == {"baseline": "yes", "gpu": "h200"} and two["tags"] == {"gpu": "h200", "url": "http://x/?a=b=c"}

@@ -10,7 +10,6 @@ import typer
 import orchestrator
 from . import completing, tagged, ui
 from .app import app, settings
-from .text import line
 
 RUN_HELP = "A run: its id (12), a unique prefix of its uid, `last` or `last~N`."
 
@@ -25,8 +24,9 @@ def tag(
 ) -> None:
     """Tag a run (`orch tag 12 baseline=yes gpu=h100`), or remove a tag (`--rm baseline`); who set
     each and when is recorded. `orch show` shows them, `orch ls --tag KEY[=VALUE]` finds the runs."""
-    now = orchestrator.tag_run(run_ref, tags or (), db=settings.db, remove=remove)
-    ui.console.print(f"run {line(run_ref)}: " + (f"tags {tagged.pairs(now)}" if now else "no tags"), soft_wrap=True)
+    run_id = orchestrator.resolve_run(run_ref, db=settings.db)  # said by its id: `last` moves on
+    now = orchestrator.tag_run(str(run_id), tags or (), db=settings.db, remove=remove)
+    ui.console.print(f"run {run_id}: " + (f"tags {tagged.pairs(now)}" if now else "no tags"), soft_wrap=True)
 
 
 @app.command()
@@ -40,5 +40,6 @@ def note(
     the note the run had. `orch show` shows it with who wrote it and when."""
     if text == "-":
         text = sys.stdin.read().removesuffix("\n")  # `echo ... |` and a heredoc end in one newline
-    done = orchestrator.note_run(run_ref, text, db=settings.db, clear=clear)
-    ui.console.print(f"run {line(run_ref)}: " + ("note set" if done else "note removed"))
+    run_id = orchestrator.resolve_run(run_ref, db=settings.db)
+    done = orchestrator.note_run(str(run_id), text, db=settings.db, clear=clear)
+    ui.console.print(f"run {run_id}: " + ("note set" if done else "note removed"))
