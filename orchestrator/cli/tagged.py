@@ -4,11 +4,12 @@ escapes, rich markup escaped); a note keeps its newlines."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from .text import block, line
+
+if TYPE_CHECKING:  # at run time rich loads with the table that prints: `--json` loads none
+    from rich.console import Console
 
 
 def pairs(tags: dict[str, str]) -> str:
