@@ -62,8 +62,9 @@ def run(
         ui.progress_done()
         for error in dict.fromkeys(o.error for o in outcomes if o.error):
             ui.error(error)
-    # a host that left the sweep is exit 3 even when the others ran all its plans (each said as it left)
-    codes = [o.exit_code for o in outcomes] + [EXIT_HOST] * bool(sweep.departed)
+    # a host that left the sweep is exit 3 even when the others ran all its plans (each said as it
+    # left); one that left over a bad input of its own (a missing identity file) says so: exit 2
+    codes = [o.exit_code for o in outcomes] + [e.exit_code for e in sweep.departed.values()]
     raise typer.Exit(max(codes, default=EXIT_OK, key=_severity))
 
 
