@@ -102,7 +102,7 @@ def run_patches(source: Any, run_ids: list[int]) -> dict[int, list[tuple[str, st
 
 
 # A listed run's identity as `orch ls --json` writes it, made by SQLite (its json_object): the keys
-# of cli/listing.py's lines in their order; then the rest of its line after the identity's last
+# of api/listing.py's lines in their order; then the rest of its line after the identity's last
 # field: params and effective params as stored, metrics as their stored text (store/metricjson.py; NULL:
 # no metrics), then no tags: the few lines of tagged runs are given theirs here, as the listing writes them
 HEAD = ("json_object('id', id, 'uid', uid, 'experiment', experiment, 'variant', variant, 'host', host, 'status', "
