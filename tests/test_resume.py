@@ -54,8 +54,20 @@ def test_resume_runs_exactly_the_failed_then_the_changed_plan(project, demo):
     changed = run(project, demo, "--resume")
     assert changed.returncode == 0, changed.stdout + changed.stderr
     assert "story (repeat 0): skipped, run 1 succeeded" in changed.stdout
-    assert "fixed (repeat 0): fingerprint changed since run 3: runs again" in changed.stdout
+    # what changed, from the parts run 3 recorded: the patch whose text was edited
+    assert "fixed (repeat 0): fingerprint changed since run 3 (patch kimi-aux-capture): runs again" in changed.stdout
     assert runs(project)[3:] == [(4, "fixed", "succeeded")]
+
+
+def test_resume_says_what_changed_since_the_run_it_does_not_skip(project, demo):
+    first = run(project, demo, "--variant", "story")
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = run(project, demo, "--variant", "story", "--resume", "--set", "speculative_num_steps=5",
+                "--set", "env.HF_TOKEN=hf_abcdefgh12345678", "--dry-run")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert ("story (repeat 0): fingerprint changed since run 1 (speculative_num_steps=3→5, env HF_TOKEN): runs again"
+            in again.stdout), again.stdout
+    assert "hf_abcdefgh" not in again.stdout + again.stderr
 
 
 def test_resume_after_an_interrupted_run_runs_exactly_the_missing_plan(project, demo):

@@ -4,6 +4,7 @@ SQLite file with fabricated runs."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import time
 from pathlib import Path
@@ -92,7 +93,8 @@ def test_decide_skips_same_fingerprint_reruns_changed_and_new_ignores_other_stat
     ])
     lines = [d.line for d in plankey.decide([story, fixed], store.succeeded_keys("eagle_debug"))]
     assert lines == ["story (repeat 0): skipped, run 1 succeeded",
-                     "fixed (repeat 0): fingerprint changed since run 2: runs again"]
+                     "fixed (repeat 0): fingerprint changed since run 2 (what changed is not known: run 2 was "
+                     "recorded before runs kept their fingerprint's parts): runs again"]
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
     [new] = plankey.decide([story], fresh.succeeded_keys("eagle_debug"))
     assert new.runs and new.line == "story (repeat 0): no succeeded run yet: runs"
@@ -133,3 +135,31 @@ def test_a_database_from_before_keys_gets_the_columns_and_the_index(tmp_path):
     assert store.succeeded_keys("any") == {}
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ix_run_resume'").fetchone() == (1,)
+
+
+def test_what_changed_names_each_part_with_params_old_and_new_and_no_secret(demo_spec, tmp_path):
+    base = plans_of(demo_spec, "env.HF_TOKEN=hf_aaaaaaaaaaaa", "env.HF_HOME=/data/hf")
+    stored = json.loads(json.dumps(base["fixed"].fingerprint_parts))  # as the run's event gives it back
+    assert plankey.changes(stored, plans_of(demo_spec, "env.HF_TOKEN=hf_aaaaaaaaaaaa", "env.HF_HOME=/data/hf")[
+        "fixed"].fingerprint_parts) == []
+    steps = plans_of(demo_spec, "speculative_num_steps=5", "env.HF_TOKEN=hf_aaaaaaaaaaaa", "env.HF_HOME=/data/hf")
+    assert plankey.changes(stored, steps["fixed"].fingerprint_parts) == ["speculative_num_steps=3→5"]
+    env = plans_of(demo_spec, "env.HF_TOKEN=hf_bbbbbbbbbbbb", "env.HF_HOME=/scratch/hf")["fixed"].fingerprint_parts
+    assert plankey.changes(stored, env) == ["env HF_HOME"]  # a secret's value is masked: no change to tell
+    assert "hf_" not in json.dumps(base["fixed"].fingerprint_parts) and "/data/hf" not in str(plankey.changes(stored, env))
+    patch = demo_spec.patches["kimi-aux-capture"]
+    edited = dataclasses.replace(demo_spec, patches={**demo_spec.patches, "kimi-aux-capture": dataclasses.replace(
+        patch, text=patch.text + "#\n")}, workload=dataclasses.replace(demo_spec.workload, concurrency=8))
+    template = tmp_path / "other.sh.j2"
+    template.write_text(demo_spec.template.read_text() + "\n# another line\n")
+    changed = plans_of(dataclasses.replace(edited, template=template), "env.HF_TOKEN=hf_aaaaaaaaaaaa",
+                       "env.HF_HOME=/data/hf")["fixed"].fingerprint_parts
+    assert plankey.changes(stored, changed) == [
+        "template", "patch kimi-aux-capture", f"workload concurrency={demo_spec.workload.concurrency}→8"]
+    assert plankey.changes({**stored, "patches": {}}, stored) == [f"patch {name} added" for name in stored["patches"]]
+    # a secret-named param is masked in the parts: its change is told by the names it may be, never its value
+    keyed = [plans_of(demo_spec, f"api_key={key}")["fixed"] for key in ("sk-aaaa1111", "sk-bbbb2222")]
+    assert "sk-" not in json.dumps([p.fingerprint_parts for p in keyed])
+    [told] = plankey.decide([keyed[1]], {keyed[1].key: {keyed[0].fingerprint: 7}}, lambda run_id: keyed[0].fingerprint_parts)
+    assert told.line == ("fixed (repeat 0): fingerprint changed since run 7 (no part it records differs: a secret's "
+                         "value may have (api_key)): runs again")

@@ -160,9 +160,23 @@ def plan_runs(spec: _Where, *, inventory: _Where = _DEFAULT_INVENTORY, db: str =
     store: Any = _OpenedWhenUsed(db) if dry_run else _store(db)
     decisions: list[Decision] = []
     if resume:
-        decisions = plankey.decide(plans, store.succeeded_keys(loaded.name))
+        decisions = plankey.decide(plans, store.succeeded_keys(loaded.name), lambda run_id: _recorded_parts(store, run_id))
         plans = [d.plan for d in decisions if d.runs]
     return Sweep(loaded, plans, chosen, store, dry_run, decisions, execute.controller(), now())
+
+
+def _recorded_parts(store: Store, run_id: int) -> dict[str, Any] | None:
+    """The fingerprint parts run `run_id` recorded (its `fingerprint` event); None: it has none."""
+    import json
+
+    from orchestrator.store.database import EventRow
+
+    found = next((e.message for e in store.children(store.get(str(run_id)), EventRow) if e.kind == "fingerprint"), None)
+    try:
+        parts = json.loads(found) if found else None
+    except ValueError:  # cut short, or written by hand
+        return None
+    return parts if isinstance(parts, dict) else None
 
 
 def load_plans(spec: _Where, inventory: _Where, hosts: Sequence[str], overrides: Sequence[str],

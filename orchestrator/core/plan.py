@@ -47,6 +47,7 @@ class RunPlan:
     allow: tuple[str, ...] = ()  # preflight error codes that are reported and stored but do not stop the run
     point: dict[str, Any] = field(default_factory=dict)  # this plan's matrix values ({} without a matrix)
     fingerprint: str = ""  # what defines the run (plankey.fingerprint); "" until plankey.fingerprinted sets it
+    fingerprint_parts: dict[str, Any] = field(default_factory=dict)  # what it is made of, by part (plankey.parts)
     workload: Workload | None = None  # the plan's workload (variant, matrix `workload.*`, --set); None: the experiment's
     fresh_server: bool = False  # launch a server of its own even when another plan's could serve it
     server_key: str = ""  # plans with the same key can use one server in turn (plankey.server_key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import socket
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,8 @@ def _attempt(spec: Spec, plan: RunPlan, session: HostSession, store: Store, repo
         server_run_id=reuse.launcher.run.id if reuse is not None else None,
     )
     store.add(run)
+    if plan.fingerprint_parts:  # what a later `--resume` compares to say what changed (plankey.changes)
+        store.event(run, "fingerprint", json.dumps(plan.fingerprint_parts, sort_keys=True, separators=(",", ":")))
     attempt = Attempt(spec, plan, engines.get(spec.engine), session, store, run, hiding(reporter, hidden), context,
                       launch, f"{plan.variant}@{launch.host} #{run.id}", hidden)  # the id: runs share hosts
     if nodes is not None:

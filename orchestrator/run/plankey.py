@@ -22,6 +22,12 @@ the preflight's `allow:` (they judge a run, they do not change it).
 
 Planning reads only (key, fingerprint, id) of the experiment's succeeded runs; runs recorded before
 runs carried a key do not count.
+
+What changed: each run records its fingerprint's parts (`parts`: the template's and each patch's and
+checkpoint's digest, the params and env as the fingerprint reads them, the workload), as its
+`fingerprint` event; a plan whose fingerprint differs from its latest succeeded run's is told what
+differs from that run's parts (`changes`): `speculative_num_steps=3→5`, `template`, `patch NAME`.
+Env values and secret-named params are never printed, only their names.
 """
 
 from __future__ import annotations
@@ -30,22 +36,95 @@ import dataclasses
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core.secrets import is_secret_name
+from orchestrator.core.secrets import MIN_LENGTH, is_secret_name
 from orchestrator.core.spec import HOST_SPECIFIC_PARAMS, PatchDef, RunPlan, Spec, Workload
 
 VERSION = 1  # part of every fingerprint: a change of what goes in makes old runs "changed", never equal
 
 
 def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
-    """The plans with their fingerprint and server key set (the spec-wide parts are read once per workload)."""
+    """The plans with their fingerprint, its parts and server key set (the spec-wide parts are read
+    once per workload)."""
     digests: dict[str, str] = {}
     launch = _launch_digest(spec)
-    return [dataclasses.replace(p, fingerprint=fingerprint(spec, p, digests), server_key=server_key(spec, p, launch))
-            for p in plans]
+    read = _launch_parts(spec)
+    return [dataclasses.replace(p, fingerprint=fingerprint(spec, p, digests), server_key=server_key(spec, p, launch),
+                                fingerprint_parts=parts(spec, p, read)) for p in plans]
+
+
+def parts(spec: Spec, plan: RunPlan, launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the plan's fingerprint is made of, part by part, as plain JSON data (`launch`: the
+    spec's `_launch_parts`, read once for many plans); secret-named params masked."""
+    launch = launch if launch is not None else _launch_parts(spec)
+    load = plan.workload or spec.workload
+    workload = dataclasses.asdict(load)
+    workload["prompts"] = _file_hash(Path(load.prompts)) if load.prompts else None
+    params, env, patches = _plan_parts(spec, plan)
+    data = {
+        "version": VERSION, "template": launch["template"],
+        "checkpoints": {c[0]: _digest(c[1:]) for c in launch["checkpoints"]},
+        "workload": workload,
+        "params": {k: ("<secret>" if _hidden(k, v, spec.secrets) else v) for k, v in params.items()},
+        "env": env, "patches": {p.name: digest for p, digest in zip(plan.patches, patches)},
+    }
+    return dict(json.loads(json.dumps(data, default=str)))  # as the store gives it back
+
+
+def _hidden(name: str, value: Any, listed: tuple[str, ...]) -> bool:
+    """A param whose value is kept out of the parts: text under a secret name, long enough to be one
+    (as `orch import` hides a param; `speculative_num_draft_tokens: 4` is no secret)."""
+    return isinstance(value, str) and len(value) >= MIN_LENGTH and is_secret_name(name, listed)
+
+
+def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two runs' fingerprint parts, a few words each: `steps=3→5`, `template`,
+    `patch kimi-aux-capture`, `env HF_HOME`, `workload requests=8→16`; values of env and of
+    secret-named params never shown."""
+    said: list[str] = []
+    if old.get("version") != new.get("version"):
+        said.append(f"orch's fingerprint version {old.get('version')}→{new.get('version')}")
+    if old.get("template") != new.get("template"):
+        said.append("template")
+    said += _valued("", old.get("params", {}), new.get("params", {}))
+    said += [f"env {name}" for name in _differing(old.get("env", {}), new.get("env", {}))]
+    for what, noun in (("patches", "patch"), ("checkpoints", "checkpoint")):
+        before, after = old.get(what, {}), new.get(what, {})
+        said += [f"{noun} {name}" + (" added" if name not in before else " removed" if name not in after else "")
+                 for name in _differing(before, after)]
+    said += _valued("workload ", old.get("workload", {}), new.get("workload", {}))
+    return said
+
+
+def _differing(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return [k for k in dict.fromkeys([*before, *after]) if before.get(k, _UNSET) != after.get(k, _UNSET)]
+
+
+def _valued(prefix: str, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """`k=old→new` for each key that differs (`-` where unset; a masked secret by its name alone)."""
+    said = []
+    for key in _differing(before, after):
+        old, new = before.get(key, _UNSET), after.get(key, _UNSET)
+        if "<secret>" in (old, new) or (key == "prompts" and old is not _UNSET and new is not _UNSET):
+            said.append(f"{prefix}{key}")  # a secret, or the prompts file's digest: its name says enough
+        else:
+            said.append(f"{prefix}{key}={_shown(old)}→{_shown(new)}")
+    return said
+
+
+_UNSET = object()
+SHOWN = 40  # characters of a value in a `k=old→new`
+
+
+def _shown(value: Any) -> str:
+    if value is _UNSET:
+        return "-"
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= SHOWN else text[:SHOWN - 1] + "…"
 
 
 def fingerprint(spec: Spec, plan: RunPlan, digests: dict[str, str] | None = None) -> str:
@@ -64,7 +143,7 @@ def server_key(spec: Spec, plan: RunPlan, launch: str | None = None) -> str:
     return _digest([launch or _launch_digest(spec), plan.variant, own, *_plan_parts(spec, plan)])
 
 
-def _plan_parts(spec: Spec, plan: RunPlan) -> list[Any]:
+def _plan_parts(spec: Spec, plan: RunPlan) -> list[Any]:  # as `parts` reads them too
     return [
         {k: v for k, v in plan.params.items() if k not in HOST_SPECIFIC_PARAMS},
         {k: ("<secret>" if is_secret_name(k, spec.secrets) else v) for k, v in plan.env.items()},
@@ -122,9 +201,11 @@ class Decision:
     line: str  # what `--resume` prints for this plan
 
 
-def decide(plans: list[RunPlan], succeeded: dict[str, dict[str, int]]) -> list[Decision]:
+def decide(plans: list[RunPlan], succeeded: dict[str, dict[str, int]],
+           recorded: Callable[[int], dict[str, Any] | None] = lambda run_id: None) -> list[Decision]:
     """For each plan: skip it when a run of its key with its fingerprint succeeded, else run it.
-    `succeeded`: key -> {fingerprint: latest succeeded run id} (Store.succeeded_keys)."""
+    `succeeded`: key -> {fingerprint: latest succeeded run id} (Store.succeeded_keys); `recorded`:
+    a run's fingerprint parts (None: not recorded), to say what changed since."""
     decisions = []
     for plan in plans:
         found = succeeded.get(plan.key, {})
@@ -132,10 +213,23 @@ def decide(plans: list[RunPlan], succeeded: dict[str, dict[str, int]]) -> list[D
             decisions.append(Decision(plan, False, f"{label(plan)}: skipped, run {found[plan.fingerprint]} succeeded"))
         elif found:
             latest = max(found.values())
-            decisions.append(Decision(plan, True, f"{label(plan)}: fingerprint changed since run {latest}: runs again"))
+            what = _what_changed(recorded(latest), plan, latest)
+            decisions.append(Decision(plan, True, f"{label(plan)}: fingerprint changed since run {latest} "
+                                                  f"({what}): runs again"))
         else:
             decisions.append(Decision(plan, True, f"{label(plan)}: no succeeded run yet: runs"))
     return decisions
+
+
+def _what_changed(before: dict[str, Any] | None, plan: RunPlan, run_id: int) -> str:
+    if not before or not plan.fingerprint_parts:
+        return f"what changed is not known: run {run_id} was recorded before runs kept their fingerprint's parts"
+    said = changes(before, plan.fingerprint_parts)
+    if said:
+        return ", ".join(said)
+    hidden = [k for k, v in plan.fingerprint_parts.get("params", {}).items() if v == "<secret>"]
+    return "no part it records differs: " + (f"a secret's value may have ({', '.join(hidden)})" if hidden else
+                                            "it was made by another orch")
 
 
 def label(plan: RunPlan) -> str:
