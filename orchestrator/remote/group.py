@@ -3,7 +3,9 @@ The only one in orch: every command that works on several hosts (run, check, rev
 patches, hosts check) goes through `fan_out`.
 
 Stock sshd drops new connections past `MaxStartups 10:30:100` unauthenticated ones, so at most
-`limit` handshakes are in flight; the work itself, once connected, is not bounded.
+`limit` handshakes are in flight to any one sshd: the first hop a connection opens (the host's
+address and port, or its jump host). Hosts behind different sshds handshake side by side, up to
+ALL_AT_ONCE in all; the work itself, once connected, is not bounded.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ class Closable(Protocol):
 
 T = TypeVar("T")
 C = TypeVar("C", bound=Closable)
-OPENS_AT_ONCE = 8
+OPENS_AT_ONCE = 8  # handshakes in flight to one sshd: below MaxStartups' 10
+ALL_AT_ONCE = 64  # handshakes in flight in all: what the controller's one thread keeps up with
 
 
 async def fan_out(
@@ -37,11 +40,13 @@ async def fan_out(
     Every host's work ends (its cleanup included) before anything is raised: errors that are not
     `OrchError` are bugs, and they, Ctrl-C and cancellation propagate once all are done.
     """
-    gate = asyncio.Semaphore(limit)
+    gates: dict[str, asyncio.Semaphore] = {}
+    every = asyncio.Semaphore(ALL_AT_ONCE)
 
     async def one(host: Host) -> T | OrchError:
+        gate = gates.setdefault(first_hop(host), asyncio.Semaphore(limit))
         try:
-            async with gate:
+            async with gate, every:
                 opened = await opener(host)
         except OrchError as exc:
             return exc
@@ -61,6 +66,17 @@ async def fan_out(
         else:
             raise result
     return done
+
+
+def first_hop(host: Host) -> str:
+    """The sshd a connection to `host` handshakes with first: its jump host's when it has one (the
+    first of a chain), else its own address and port; a Slurm host's login node, or the name an
+    ssh config resolves. Hosts with the same first hop share one bound of OPENS_AT_ONCE."""
+    if host.slurm is not None:
+        return f"slurm:{host.slurm.login}"
+    if host.proxy_jump:
+        return f"jump:{host.proxy_jump.split(',')[0].strip()}"
+    return f"{host.transport}:{host.address or host.name}:{host.port or 22}"
 
 
 async def uncancelled(work: Coroutine[Any, Any, None]) -> None:
