@@ -6,7 +6,7 @@ then times, on the same hosts and in one run:
   parallel-ssh -p N -i FACTS                    (one OpenSSH client per host, the same facts script)
   parallel-ssh -p N -i hostname                 (one OpenSSH client per host)
   ansible all -m raw -a hostname -f N           (one OpenSSH client per host, no ControlPersist)
-Wall time is the median of --repeat runs; controller CPU is user+sys of the command and all its
+Wall time is the median of --repeat runs, the commands alternated; controller CPU is user+sys of the command and all its
 children. Then 64 namespace hosts, and 64 connections to ONE stock sshd (MaxStartups 10:30:100),
 checking that no connection is dropped.
 
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -64,18 +65,26 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, subpro
     return wall, cpu, done
 
 
-def measure(label: str, command: list[str], env: dict[str, str], repeat: int, ok) -> dict | None:
-    walls, cpus = [], []
+def measure(commands: dict[str, tuple[str, list[str], dict[str, str], Any]], repeat: int) -> dict[str, dict]:
+    """Each command `repeat` times, alternated (one of each per round, so all see the same load on a
+    shared machine); {key: median wall and CPU}. A command that fails once is dropped with a note."""
+    walls: dict[str, list[float]] = {key: [] for key in commands}
+    cpus: dict[str, list[float]] = {key: [] for key in commands}
     for _ in range(repeat):
-        wall, cpu, done = timed(command, env)
-        if not ok(done):
-            print(f"{label}: FAILED (exit {done.returncode}): {(done.stderr or done.stdout)[-400:]}")
-            return None
-        walls.append(wall)
-        cpus.append(cpu)
-    result = {"wall": statistics.median(walls), "cpu": statistics.median(cpus)}
-    print(f"{label:14s} wall {result['wall']:6.2f} s   controller CPU {result['cpu']:6.2f} s   (median of {repeat})")
-    return result
+        for key, (label, command, env, ok) in list(commands.items()):
+            wall, cpu, done = timed(command, env)
+            if not ok(done):
+                print(f"{label}: FAILED (exit {done.returncode}): {(done.stderr or done.stdout)[-400:]}")
+                del commands[key]
+                continue
+            walls[key].append(wall)
+            cpus[key].append(cpu)
+    results = {}
+    for key, (label, *_) in commands.items():
+        results[key] = {"wall": statistics.median(walls[key]), "cpu": statistics.median(cpus[key])}
+        print(f"{label:14s} wall {results[key]['wall']:6.2f} s   controller CPU {results[key]['cpu']:6.2f} s   "
+              f"(median of {repeat}, alternated)")
+    return results
 
 
 def write_inputs(fleet: sshd.Fleet, work: Path, host_python: str) -> dict[str, Path]:
@@ -104,26 +113,23 @@ def compare(fleet: sshd.Fleet, work: Path, repeat: int, host_python: str) -> Non
     def orch_ok(done: subprocess.CompletedProcess) -> bool:
         return done.returncode == 0 and all(f["reachable"] for f in json.loads(done.stdout))
 
-    results = {"orch": measure("orch check", [sys.executable, "-m", "orchestrator.cli", "hosts", "check", "--json"],
-                               env, repeat, orch_ok)}
-    # the same command as the others, through orch's transport: the fan-out alone, facts script aside
-    results["orch-hostname"] = measure(
-        "orch hostname", [sys.executable, __file__, "--hostname-only", str(files["inventory"])], env, repeat,
-        lambda d: d.returncode == 0 and len(d.stdout.split()) == n)
+    commands: dict[str, tuple[str, list[str], dict[str, str], Any]] = {
+        "orch": ("orch check", [sys.executable, "-m", "orchestrator.cli", "hosts", "check", "--json"], env, orch_ok),
+        # the same command as the others, through orch's transport: the fan-out alone, facts script aside
+        "orch-hostname": ("orch hostname", [sys.executable, __file__, "--hostname-only", str(files["inventory"])], env,
+                          lambda d: d.returncode == 0 and len(d.stdout.split()) == n),
+    }
     if ensure_tool(*TOOLS["parallel-ssh"]):
         ssh_options = f"-F /dev/null -i {files['key']} -o UserKnownHostsFile={files['known']} -o StrictHostKeyChecking=yes"
-        results["pssh-facts"] = measure(
-            "pssh facts", ["parallel-ssh", "-h", str(files["pssh"]), "-p", str(n), "-t", "60", "-x", ssh_options,
-                           "-i", facts_command(host_python)], env, repeat, lambda d: d.returncode == 0)
-        results["parallel-ssh"] = measure(
-            "parallel-ssh", ["parallel-ssh", "-h", str(files["pssh"]), "-p", str(n), "-t", "60", "-x", ssh_options,
-                             "-i", "hostname"], env, repeat, lambda d: d.returncode == 0)
+        pssh = ["parallel-ssh", "-h", str(files["pssh"]), "-p", str(n), "-t", "60", "-x", ssh_options, "-i"]
+        commands["pssh-facts"] = ("pssh facts", [*pssh, facts_command(host_python)], env, lambda d: d.returncode == 0)
+        commands["parallel-ssh"] = ("parallel-ssh", [*pssh, "hostname"], env, lambda d: d.returncode == 0)
     if ensure_tool(*TOOLS["ansible"]):
         ansible_env = {**env, "ANSIBLE_SSH_ARGS": "-o ControlMaster=no", "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"),
                        "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_NOCOLOR": "1"}
-        results["ansible"] = measure(
-            "ansible raw", ["ansible", "all", "-i", str(files["ansible"]), "-m", "raw", "-a", "hostname", "-f", str(n)],
-            ansible_env, repeat, lambda d: d.returncode == 0)
+        commands["ansible"] = ("ansible raw", ["ansible", "all", "-i", str(files["ansible"]), "-m", "raw", "-a",
+                                               "hostname", "-f", str(n)], ansible_env, lambda d: d.returncode == 0)
+    results: dict[str, dict | None] = dict(measure(commands, repeat))
     ratios(results)
 
 
