@@ -95,11 +95,17 @@ def hosts_list(ctx: typer.Context) -> None:
                               + (f", tags {', '.join(h.tags)}" if h.tags else "")))
 
 
+def _a_port(value: int) -> int:
+    if not 1 <= value <= 65535:
+        raise typer.BadParameter(f"{value} is not a TCP port; give one from 1 to 65535")
+    return value
+
+
 @hosts_app.command("check")
 def hosts_check(
     hosts: str | None = typer.Option(None, "--hosts", help="Hosts or tags, comma-separated (default: all)."),
-    port: int = typer.Option(30000, "--port", min=1, max=65535,
-                             help="Report whether this port is already listening on each host."),
+    port: int = typer.Option(30000, "--port", callback=_a_port,  # checked here: typer's bounds would load pydantic
+                             help="Report whether this port is already listening on each host (1-65535)."),
     timeout: float = typer.Option(10.0, "--timeout", help="Seconds to wait for each host's SSH handshake."),
     as_json: bool = typer.Option(False, "--json", help="Every host's facts as JSON (each engine's under `packages`)."),
 ) -> None:
