@@ -217,6 +217,7 @@ def test_board_keeps_one_row_per_run_and_prints_what_a_note_cannot_hold():
     board.stage("v@h #1", Stage.WORKLOAD)
     board.message("v@h #1", "ready after 1.0 s")
     board.message("v@h #2", "preflight WARNING: w\nwhy: y\nfix: f")
+    board.message("v@h #1", "preflight WARNING: w\nwhy: y\nfix: f")  # every point finds it: said once, counted
     board.warning("v@h #1", "the same")
     board.warning("v@h #2", "the same")
     board.known("v@h #1", {"accept_len": 2.5, "output_tok_s": 900.0, "status": "succeeded"})
@@ -225,7 +226,8 @@ def test_board_keeps_one_row_per_run_and_prints_what_a_note_cannot_hold():
     assert board.rows[0].measures == {"accept_len": 2.5, "output_tok_s": 900.0}
     assert printed == [("h", "connected"), ("v@h #2", "preflight WARNING: w\nwhy: y\nfix: f"),
                        ("v@h #1", "warning: the same")]
-    assert board.finish() == ["warning (x2): the same"] and board.finish() == []
+    assert board.finish() == ["preflight WARNING: w (x2: said once above)", "warning (x2): the same"]
+    assert board.finish() == []
     push = board.transfer("v@h #2 draft")  # a run's checkpoint push: in its row
     push("total", 3 * 2**20)
     push("advance", 2**20)

@@ -32,6 +32,13 @@ if TYPE_CHECKING:
     from orchestrator import RunPlan, Stage
 
 WARNING = "warning: "  # how a warning reaches a message hook (the engines' flag checks write it so)
+FINDING = "preflight "  # how a preflight finding reaches it (run/preflight.py's `described`)
+
+
+def is_finding(text: str) -> bool:
+    """A preflight finding that did not stop its run: said whole once per sweep, its repeats counted
+    (every point of a steps x topk sweep finds the same patched class; 8 lines each would bury the rest)."""
+    return text.startswith(FINDING) and not text.startswith(f"{FINDING}ERROR:")
 
 
 class Warnings:
@@ -55,7 +62,9 @@ class Warnings:
 
 
 def tally_lines(warnings: Warnings) -> list[str]:
-    return [f"warning (x{n}): {text}" for n, text in warnings.repeated()]
+    """`warning (x3): text`; a preflight finding by its first line (its why and fix were said once)."""
+    return [f"{text.splitlines()[0]} (x{n}: said once above)" if is_finding(text) else f"warning (x{n}): {text}"
+            for n, text in warnings.repeated()]
 
 
 @dataclass
@@ -116,6 +125,8 @@ class Board:
     def message(self, label: str, text: str) -> None:
         if text.startswith(WARNING):
             self.warning(label, text[len(WARNING):])
+            return
+        if is_finding(text) and not self.warnings.first(label, text):
             return
         row = self._current.get(label)
         if row is None or "\n" in text:  # several lines (a preflight finding's why and fix) say more than a note

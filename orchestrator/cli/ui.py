@@ -330,7 +330,7 @@ class Plain:
     def message(self, label: str, text: str) -> None:
         if text.startswith(live.WARNING):
             self.warning(label, text[len(live.WARNING):])
-        else:
+        elif not live.is_finding(text) or self.warnings.first(label, text):
             progress(label, text)
 
     def warning(self, label: str, text: str) -> None:
