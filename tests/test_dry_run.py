@@ -155,3 +155,25 @@ def test_a_dry_run_over_hosts_with_different_engines_is_refused_before_any_scrip
     assert said == []  # no script shown
     for session in sessions:
         assert {c.op for c in session.conn.calls} <= {"run", "read_file", "stat"}  # read, never written
+
+
+def test_a_sweeps_dry_run_prints_scripts_as_rendered_each_diff_once_and_a_summary(project):
+    """Three points of a matrix with one patch: each point's script with its `\\` continuations as
+    the file holds them (not doubled), the patch's diff whole once and named after, one summary line."""
+    spec = project / "experiments" / "points.yaml"
+    spec.write_text(rehearsal_experiment("points", params={"speculative_num_steps": None}, extra=PATCHED_VARIANT
+                                         + "matrix:\n  speculative_num_steps: [2, 3, 5]\n"))
+    assert orch(project, "check", str(spec)).returncode in (0, 2)  # installs the rehearsal SGLang first
+    done, unchanged = dry_run(project, spec)
+    assert done.returncode == 0 and unchanged, done.stdout + done.stderr
+    out = done.stdout
+    assert out.count("launch script:") == 3
+    continued = [line for line in out.splitlines() if line.rstrip().endswith("\\")]
+    assert continued and not any(line.rstrip().endswith("\\\\") for line in continued), continued[:3]
+    for steps in (2, 3, 5):
+        assert f"--speculative-num-steps {steps} \\" in out
+    assert out.count("+++ b/") == 1, out  # the one distinct diff, whole once
+    said = " ".join(out.split())  # a long first line wraps
+    assert said.count("patch 'debug-hidden-states' -> ") == 3 and said.count(": the same diff as above") == 2
+    assert said.endswith("dry run: 3 plan(s) on local: 3 would run, 0 would not; nothing changed on any host, "
+                         "nothing recorded")

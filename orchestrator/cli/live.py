@@ -61,6 +61,25 @@ class Warnings:
         return found
 
 
+class Diffs:
+    """Each patch's diff whole once per sweep: a dry run of a steps x topk sweep shows the same
+    patches for every point; a repeat is its first line and `the same diff as above`."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def shown(self, text: str) -> str:
+        if not text.startswith(DIFF) or "\n" not in text:
+            return text
+        if text in self._seen:
+            return text.split("\n", 1)[0].rstrip(":") + ": the same diff as above"
+        self._seen.add(text)
+        return text
+
+
+DIFF = "patch '"  # how a dry run's patch diff reaches a message hook (run/dryrun.py)
+
+
 def tally_lines(warnings: Warnings) -> list[str]:
     """`warning (x3): text`; a preflight finding by its first line (its why and fix were said once)."""
     return [f"{text.splitlines()[0]} (x{n}: said once above)" if is_finding(text) else f"warning (x{n}): {text}"
@@ -109,6 +128,7 @@ class Board:
         self._current: dict[str, Row] = {}  # label -> the row of the run that label names now
         self._live: Live | None = None
         self.warnings = Warnings()
+        self.diffs = Diffs()
         self._shown: tuple[str, ...] = ()  # the swept params, as columns
         self._plans: dict[str, RunPlan] = {}  # by plan key
         self._variants = False  # several variants: a variant column
@@ -128,6 +148,7 @@ class Board:
             return
         if is_finding(text) and not self.warnings.first(label, text):
             return
+        text = self.diffs.shown(text)
         row = self._current.get(label)
         if row is None or "\n" in text:  # several lines (a preflight finding's why and fix) say more than a note
             self._line(label, text)
@@ -235,8 +256,9 @@ class Board:
             self._live = None
 
     def finish(self) -> list[str]:
-        """The table stopped; the warnings' counts."""
+        """The table stopped; the warnings' counts (the diffs shown are forgotten with them)."""
         self.stop()
+        self.diffs = Diffs()
         return tally_lines(self.warnings)
 
 

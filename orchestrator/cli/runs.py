@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -62,10 +63,19 @@ def run(
         ui.progress_done()
         for error in dict.fromkeys(o.error for o in outcomes if o.error):
             ui.error(error)
+        ui.console.print(_dry_run_summary(outcomes), markup=False, soft_wrap=True)
     # a host that left the sweep is exit 3 even when the others ran all its plans (each said as it
     # left); one that left over a bad input of its own (a missing identity file) says so: exit 2
     codes = [o.exit_code for o in outcomes] + [e.exit_code for e in sweep.departed.values()]
     raise typer.Exit(max(codes, default=EXIT_OK, key=_severity))
+
+
+def _dry_run_summary(outcomes: list[Any]) -> str:
+    """`dry run: 6 plan(s) on local: 6 would run, 0 would not; nothing changed, nothing recorded`."""
+    hosts = ", ".join(dict.fromkeys(o.host for o in outcomes if o.host != "-")) or "no host"
+    failed = sum(1 for o in outcomes if o.error)
+    return (f"dry run: {len(outcomes)} plan(s) on {visible(hosts)}: {len(outcomes) - failed} would run, {failed} would "
+            f"not{' (the errors above)' if failed else ''}; nothing changed on any host, nothing recorded")
 
 
 def _severity(code: int) -> int:

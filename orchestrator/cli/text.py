@@ -41,6 +41,16 @@ def block(text: object) -> str:
     return escape(visible(text, block=True))
 
 
+def last(text: object) -> str:
+    """`block` for the end of a rich line, nothing after it: a trailing backslash stays one (rich's
+    escape doubles it, lest it escape markup that follows; none does here)."""
+    shown = visible(text, block=True)
+    escaped = block(text)
+    if shown.endswith("\\") and not shown.endswith("\\\\"):
+        return escaped[:-1]
+    return escaped
+
+
 def fmt(value: object) -> str:
     """A value as a table cell shows it: `-` for none, a float to three places (one from 100 on)."""
     if value is None:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from orchestrator.records import MetricInfo
 from . import checked, live, swept, tagged
-from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
+from .text import block, fmt as fmt, last, line, visible  # fmt: ui.fmt to the commands
 
 if TYPE_CHECKING:
     from orchestrator import Stage
@@ -27,9 +27,10 @@ STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", 
 def progress(label: str, message: str) -> None:
     stamp = time.strftime("%H:%M:%S")
     first, *rest = message.rstrip("\n").split("\n")  # on newlines only: a CR is shown, not a line break
-    console.print(f"[dim]{stamp}[/] [bold]{line(label)}[/] {block(first)}")
-    for more in rest:  # on a terminal wrapped at its width, as the live table is; elsewhere whole
-        console.print(f"         {block(more)}", soft_wrap=not console.is_terminal)
+    console.print(f"[dim]{stamp}[/] [bold]{line(label)}[/] {last(first)}")
+    for more in rest:  # on a terminal wrapped at its width, as the live table is; elsewhere whole. No
+        # markup in them: a script's line prints as it is, its `\` continuation included
+        console.print(f"         {visible(more, block=True)}", soft_wrap=not console.is_terminal, markup=False)
 
 
 def error(message: str, evidence: tuple[str, ...] = ()) -> None:
@@ -323,6 +324,7 @@ class Plain:
 
     def __init__(self) -> None:
         self.warnings = live.Warnings()
+        self.diffs = live.Diffs()
 
     def expect(self, plans: list[Any]) -> None:
         return None  # each run's lines name it; the summary has a column per swept param
@@ -331,7 +333,7 @@ class Plain:
         if text.startswith(live.WARNING):
             self.warning(label, text[len(live.WARNING):])
         elif not live.is_finding(text) or self.warnings.first(label, text):
-            progress(label, text)
+            progress(label, self.diffs.shown(text))
 
     def warning(self, label: str, text: str) -> None:
         if self.warnings.first(label, text):
@@ -350,7 +352,8 @@ class Plain:
         return None  # nothing drawn in place
 
     def finish(self) -> list[str]:
-        """The counts of the warnings given more than once."""
+        """The counts of the warnings given more than once (the diffs shown are forgotten with them)."""
+        self.diffs = live.Diffs()
         return live.tally_lines(self.warnings)
 
 
