@@ -53,9 +53,28 @@ def _record() -> dict[str, str]:
                 for path, digest, _ in csv.reader(record) if digest.startswith("sha256=")}
 
 
-def record_mismatches(package_name: str = "vllm") -> tuple[int, list[str]]:
+def record_mismatches(package_name: str = "vllm", tries: int = 3, wait_s: float = 600) -> tuple[int, list[str]]:
     """Every file of the installed package checked against the sha256 its wheel's RECORD lists:
-    (files checked, the paths whose bytes differ or that are missing)."""
+    (files checked, the paths whose bytes differ or that are missing).
+
+    The venv is shared by the test files that run at once: another file's run may hold its patch
+    in the tree now, under orch's tree lock (`host/treelock.py`). So each try waits (up to `wait_s`)
+    until no orch holds the package's tree, and a file counts as changed only when every one of
+    `tries` checks finds it so: a patch left behind fails all of them, one in flight at most one."""
+    import time
+
+    lock = site_packages() / f".orch-patch-lock-{package_name}"
+    for _ in range(tries):
+        deadline = time.monotonic() + wait_s
+        while lock.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        count, wrong = _record_mismatches(package_name)
+        if not wrong:
+            break
+    return count, wrong
+
+
+def _record_mismatches(package_name: str) -> tuple[int, list[str]]:
     import hashlib
 
     site = site_packages()
