@@ -29,26 +29,25 @@ def visible(text: object, *, block: bool = False) -> str:
 
 def line(text: object) -> str:
     """One line of outside text for rich: controls visible (newline too), markup escaped."""
-    from rich.markup import escape  # on use: a command that prints JSON never loads rich
-
-    return escape(visible(text))
+    return _escaped(visible(text))
 
 
 def block(text: object) -> str:
     """Lines of outside text for rich: controls visible but newline and tab, markup escaped."""
-    from rich.markup import escape
-
-    return escape(visible(text, block=True))
+    return _escaped(visible(text, block=True))
 
 
-def last(text: object) -> str:
-    """`block` for the end of a rich line, nothing after it: a trailing backslash stays one (rich's
-    escape doubles it, lest it escape markup that follows; none does here)."""
-    shown = visible(text, block=True)
-    escaped = block(text)
-    if shown.endswith("\\") and not shown.endswith("\\\\"):
-        return escaped[:-1]
-    return escaped
+def _escaped(shown: str) -> str:
+    """`shown` as rich markup that prints it as it is, whatever markup follows. rich's escape
+    doubles a single trailing backslash (lest it escape a tag after it), which then prints doubled
+    where nothing follows: a script's `\\` continuation read `\\\\`. rich reads 2n backslashes before
+    a tag as n, so a trailing run is doubled and closed by an empty tag of its own."""
+    from rich.markup import escape  # on use: a command that prints JSON never loads rich
+
+    body = shown.rstrip("\\")
+    if len(body) == len(shown):
+        return escape(shown)
+    return escape(body) + "\\" * (2 * (len(shown) - len(body))) + "[dim][/dim]"
 
 
 def fmt(value: object) -> str:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from orchestrator.records import MetricInfo
 from . import checked, live, swept, tagged
-from .text import block, fmt as fmt, last, line, visible  # fmt: ui.fmt to the commands
+from .text import block, fmt as fmt, line, visible  # fmt: ui.fmt to the commands
 
 if TYPE_CHECKING:
     from orchestrator import Stage
@@ -27,10 +27,9 @@ STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", 
 def progress(label: str, message: str) -> None:
     stamp = time.strftime("%H:%M:%S")
     first, *rest = message.rstrip("\n").split("\n")  # on newlines only: a CR is shown, not a line break
-    console.print(f"[dim]{stamp}[/] [bold]{line(label)}[/] {last(first)}")
-    for more in rest:  # on a terminal wrapped at its width, as the live table is; elsewhere whole. No
-        # markup in them: a script's line prints as it is, its `\` continuation included
-        console.print(f"         {visible(more, block=True)}", soft_wrap=not console.is_terminal, markup=False)
+    console.print(f"[dim]{stamp}[/] [bold]{line(label)}[/] {block(first)}")
+    for more in rest:  # on a terminal wrapped at its width, as the live table is; elsewhere whole
+        console.print(f"         {block(more)}", soft_wrap=not console.is_terminal)
 
 
 def error(message: str, evidence: tuple[str, ...] = ()) -> None:
