@@ -53,22 +53,27 @@ def fingerprinted(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
     digests: dict[str, str] = {}
     launch = _launch_digest(spec)
     read = _launch_parts(spec)
+    loads: dict[str, dict[str, Any]] = {}  # a prompts file is hashed once per workload, not per plan
     return [dataclasses.replace(p, fingerprint=fingerprint(spec, p, digests), server_key=server_key(spec, p, launch),
-                                fingerprint_parts=parts(spec, p, read)) for p in plans]
+                                fingerprint_parts=parts(spec, p, read, loads)) for p in plans]
 
 
-def parts(spec: Spec, plan: RunPlan, launch: dict[str, Any] | None = None) -> dict[str, Any]:
+def parts(spec: Spec, plan: RunPlan, launch: dict[str, Any] | None = None,
+          loads: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """What the plan's fingerprint is made of, part by part, as plain JSON data (`launch`: the
-    spec's `_launch_parts`, read once for many plans); secret-named params masked."""
+    spec's `_launch_parts`, `loads`: workloads' parts by workload, both kept across many plans);
+    secret-named params masked."""
     launch = launch if launch is not None else _launch_parts(spec)
     load = plan.workload or spec.workload
-    workload = dataclasses.asdict(load)
-    workload["prompts"] = _file_hash(Path(load.prompts)) if load.prompts else None
+    key = _workload_key(load)
+    loads = {} if loads is None else loads
+    if key not in loads:
+        loads[key] = _workload_parts(load)
     params, env, patches = _plan_parts(spec, plan)
     data = {
         "version": VERSION, "template": launch["template"],
         "checkpoints": {c[0]: _digest(c[1:]) for c in launch["checkpoints"]},
-        "workload": workload,
+        "workload": loads[key],
         "params": {k: ("<secret>" if _hidden(k, v, spec.secrets) else v) for k, v in params.items()},
         "env": env, "patches": {p.name: digest for p, digest in zip(plan.patches, patches)},
     }
@@ -131,7 +136,7 @@ def fingerprint(spec: Spec, plan: RunPlan, digests: dict[str, str] | None = None
     """`digests`: the spec-wide digest by workload (as JSON: a workload may hold lists and mappings)."""
     load = plan.workload or spec.workload
     digests = {} if digests is None else digests
-    key = json.dumps(dataclasses.asdict(load), sort_keys=True, default=str)
+    key = _workload_key(load)
     if key not in digests:
         digests[key] = _spec_digest(spec, load)
     return _digest([digests[key], *_plan_parts(spec, plan)])
@@ -161,9 +166,19 @@ def _patch_digest(patch: PatchDef) -> str:
 
 
 def _spec_digest(spec: Spec, load: Workload) -> str:
+    return _digest({**_launch_parts(spec), "workload": _workload_parts(load)})
+
+
+def _workload_key(load: Workload) -> str:
+    """A workload as JSON (it may hold lists and mappings): what the per-workload reads are kept by."""
+    return json.dumps(dataclasses.asdict(load), sort_keys=True, default=str)
+
+
+def _workload_parts(load: Workload) -> dict[str, Any]:
+    """The workload as the fingerprint reads it: its fields, its prompts file by content."""
     workload = dataclasses.asdict(load)
     workload["prompts"] = _file_hash(Path(load.prompts)) if load.prompts else None
-    return _digest({**_launch_parts(spec), "workload": workload})
+    return workload
 
 
 def _launch_digest(spec: Spec) -> str:
