@@ -35,55 +35,49 @@ WARNING = "warning: "  # how a warning reaches a message hook (the engines' flag
 FINDING = "preflight "  # how a preflight finding reaches it (run/preflight.py's `described`)
 
 
-def is_finding(text: str) -> bool:
-    """A preflight finding that did not stop its run: said whole once per sweep, its repeats counted
-    (every point of a steps x topk sweep finds the same patched class; 8 lines each would bury the rest)."""
-    return text.startswith(FINDING) and not text.startswith(f"{FINDING}ERROR:")
-
-
-class Warnings:
-    """Each warning once per sweep: the first is shown, repeats (the same text once the run's label
-    is taken out) only counted, and `repeated` gives the counts for the end of the sweep."""
+class Repeats:
+    """What a sweep's reporter says once (both reporters, the live table's and the plain one, share
+    it). A warning: the first shown, its repeats (the same text once the run's label is taken out)
+    counted. A preflight finding that did not stop its run: the same (every point of a steps x topk
+    sweep finds the same patched class; 8 lines each would bury the rest). A dry run's patch diff:
+    whole once, then its first line and `the same diff as above`. `finish` gives the counts for the
+    end of the sweep and forgets what was seen."""
 
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
+        self._diffs: set[str] = set()
 
-    def first(self, label: str, text: str) -> bool:
+    def warning(self, label: str, text: str) -> bool:
         """Count the warning; True the first time its text is seen."""
         key = text.replace(label, "").strip()
         self._counts[key] = self._counts.get(key, 0) + 1
         return self._counts[key] == 1
 
-    def repeated(self) -> list[tuple[int, str]]:
-        """(count, text) of every warning given more than once, in first-seen order; then forgotten."""
-        found = [(n, text) for text, n in self._counts.items() if n > 1]
-        self._counts.clear()
-        return found
-
-
-class Diffs:
-    """Each patch's diff whole once per sweep: a dry run of a steps x topk sweep shows the same
-    patches for every point; a repeat is its first line and `the same diff as above`."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
-
-    def shown(self, text: str) -> str:
-        if not text.startswith(DIFF) or "\n" not in text:
-            return text
-        if text in self._seen:
-            return text.split("\n", 1)[0].rstrip(":") + ": the same diff as above"
-        self._seen.add(text)
+    def message(self, label: str, text: str) -> str | None:
+        """What to show of a message that is not a warning; None: a repeated finding, counted."""
+        if _is_finding(text):
+            return text if self.warning(label, text) else None
+        if text.startswith(DIFF) and "\n" in text:
+            if text in self._diffs:
+                return text.split("\n", 1)[0].rstrip(":") + ": the same diff as above"
+            self._diffs.add(text)
         return text
+
+    def finish(self) -> list[str]:
+        """`warning (x3): text`, a finding by its first line (its why and fix were said once), for
+        each given more than once, in first-seen order; then all is forgotten."""
+        said = [f"{text.splitlines()[0]} (x{n}: said once above)" if _is_finding(text) else f"warning (x{n}): {text}"
+                for text, n in self._counts.items() if n > 1]
+        self._counts.clear()
+        self._diffs.clear()
+        return said
+
+
+def _is_finding(text: str) -> bool:
+    return text.startswith(FINDING) and not text.startswith(f"{FINDING}ERROR:")
 
 
 DIFF = "patch '"  # how a dry run's patch diff reaches a message hook (run/dryrun.py)
-
-
-def tally_lines(warnings: Warnings) -> list[str]:
-    """`warning (x3): text`; a preflight finding by its first line (its why and fix were said once)."""
-    return [f"{text.splitlines()[0]} (x{n}: said once above)" if is_finding(text) else f"warning (x{n}): {text}"
-            for n, text in warnings.repeated()]
 
 
 @dataclass
@@ -127,8 +121,7 @@ class Board:
         self.rows: list[Row] = []
         self._current: dict[str, Row] = {}  # label -> the row of the run that label names now
         self._live: Live | None = None
-        self.warnings = Warnings()
-        self.diffs = Diffs()
+        self.repeats = Repeats()
         self._shown: tuple[str, ...] = ()  # the swept params, as columns
         self._plans: dict[str, RunPlan] = {}  # by plan key
         self._variants = False  # several variants: a variant column
@@ -146,9 +139,10 @@ class Board:
         if text.startswith(WARNING):
             self.warning(label, text[len(WARNING):])
             return
-        if is_finding(text) and not self.warnings.first(label, text):
+        shown = self.repeats.message(label, text)
+        if shown is None:
             return
-        text = self.diffs.shown(text)
+        text = shown
         row = self._current.get(label)
         if row is None or "\n" in text:  # several lines (a preflight finding's why and fix) say more than a note
             self._line(label, text)
@@ -157,7 +151,7 @@ class Board:
             self._refresh()
 
     def warning(self, label: str, text: str) -> None:
-        if self.warnings.first(label, text):
+        if self.repeats.warning(label, text):
             self._line(label, f"{WARNING}{text}")
 
     def transfer(self, label: str) -> Callable[[str, int], None]:
@@ -256,10 +250,9 @@ class Board:
             self._live = None
 
     def finish(self) -> list[str]:
-        """The table stopped; the warnings' counts (the diffs shown are forgotten with them)."""
+        """The table stopped; the counts of what was said once (`Repeats.finish`)."""
         self.stop()
-        self.diffs = Diffs()
-        return tally_lines(self.warnings)
+        return self.repeats.finish()
 
 
 Column = tuple[str, Callable[[Row], str]]  # a live table column: its header, and a row's cell

@@ -319,11 +319,10 @@ def transfer(label: str) -> Callable[[str, int], None]:
 
 class Plain:
     """The Reporter of `orch run` off a terminal (`run/attempt.py`): a timestamped line per message,
-    a bar per checkpoint push; each warning once per sweep (`live.Warnings`)."""
+    a bar per checkpoint push; each warning, finding and diff once per sweep (`live.Repeats`)."""
 
     def __init__(self) -> None:
-        self.warnings = live.Warnings()
-        self.diffs = live.Diffs()
+        self.repeats = live.Repeats()
 
     def expect(self, plans: list[Any]) -> None:
         return None  # each run's lines name it; the summary has a column per swept param
@@ -331,11 +330,11 @@ class Plain:
     def message(self, label: str, text: str) -> None:
         if text.startswith(live.WARNING):
             self.warning(label, text[len(live.WARNING):])
-        elif not live.is_finding(text) or self.warnings.first(label, text):
-            progress(label, self.diffs.shown(text))
+        elif (shown := self.repeats.message(label, text)) is not None:
+            progress(label, shown)
 
     def warning(self, label: str, text: str) -> None:
-        if self.warnings.first(label, text):
+        if self.repeats.warning(label, text):
             progress(label, f"{live.WARNING}{text}")
 
     def transfer(self, label: str) -> Callable[[str, int], None]:
@@ -351,9 +350,8 @@ class Plain:
         return None  # nothing drawn in place
 
     def finish(self) -> list[str]:
-        """The counts of the warnings given more than once (the diffs shown are forgotten with them)."""
-        self.diffs = live.Diffs()
-        return live.tally_lines(self.warnings)
+        """The counts of what was said once (`live.Repeats.finish`)."""
+        return self.repeats.finish()
 
 
 # on a terminal, one row per run updated in place; elsewhere (a file, a pipe, CI) a line per event
