@@ -58,14 +58,14 @@ def record_mismatches(package_name: str = "vllm", tries: int = 3, wait_s: float 
     (files checked, the paths whose bytes differ or that are missing).
 
     The venv is shared by the test files that run at once: another file's run may hold its patch
-    in the tree now, under orch's tree lock (`host/treelock.py`). So each try waits (up to `wait_s`)
+    in the tree now, under orch's tree lock (`host/treelock.py`). So each try waits (`wait_s` in all)
     until no orch holds the package's tree, and a file counts as changed only when every one of
     `tries` checks finds it so: a patch left behind fails all of them, one in flight at most one."""
     import time
 
     lock = site_packages() / f".orch-patch-lock-{package_name}"
+    deadline = time.monotonic() + wait_s  # for all tries: a lock left behind costs it once
     for _ in range(tries):
-        deadline = time.monotonic() + wait_s
         while lock.exists() and time.monotonic() < deadline:
             time.sleep(0.5)
         count, wrong = _record_mismatches(package_name)
