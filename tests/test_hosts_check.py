@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from orchestrator.core.inventory import Host
 from orchestrator.host import facts as hostfacts
-from support.cli import orch
+from support.cli import loaded_by, orch
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_START_S = 1.0
@@ -65,13 +64,9 @@ def test_hosts_check_loads_neither_pydantic_nor_the_database_layer(tmp_path):
     """Its start-up is part of every fan-out's wall time: a bounded `--port` checked by orch, not by
     typer's pydantic conversion; and hosts check records nothing."""
     _inventory(tmp_path, f"  box:\n    transport: local\n    workdir: {tmp_path}/w\n")
-    probe = ("import runpy, sys\nsys.argv = ['orch', 'hosts', 'check', '--json', '--port', '30001']\n"
-             "try:\n    runpy.run_module('orchestrator.cli', run_name='__main__')\nexcept SystemExit as exc:\n"
-             "    assert exc.code in (0, None), exc.code\n"
-             "print('@@LOADED', *[m for m in ('pydantic', 'sqlalchemy', 'sqlmodel') if m in sys.modules])\n")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "ORCH_INVENTORY": str(tmp_path / "inventory.yaml"), "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.rstrip().endswith("@@LOADED"), done.stdout[-300:]
+    env = {**os.environ, "ORCH_INVENTORY": str(tmp_path / "inventory.yaml"), "PYTHONPATH": str(ROOT)}
+    _, loaded = loaded_by(["hosts", "check", "--json", "--port", "30001"], ("pydantic", "sqlalchemy", "sqlmodel"),
+                          env, tmp_path)
+    assert loaded == []
     bad = orch(tmp_path, "hosts", "check", "--port", "0", db=False)
     assert bad.returncode == 2 and "0 is not a TCP port; give one from 1 to 65535" in bad.stderr, bad.stderr

@@ -139,3 +139,28 @@ def records(project: Path) -> list[dict]:
 
 def record(project: Path, run: str = "last") -> dict:
     return json.loads(orch(project, "show", run, "--json").stdout)
+
+
+# `python -c LOADED_PROBE HEAVY ARGS...`: orch's main() with ARGS, then a last line naming which of
+# the comma-separated HEAVY modules it loaded
+LOADED_PROBE = """
+import sys
+heavy, sys.argv = sys.argv[1].split(","), ["orch", *sys.argv[2:]]
+import orchestrator.cli as cli
+try:
+    cli.main()
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+print("@@LOADED", *[name for name in heavy if name in sys.modules])
+"""
+
+
+def loaded_by(args: list[str], heavy: tuple[str, ...], env: dict[str, str] | None = None,
+              cwd: Path = ROOT) -> tuple[str, list[str]]:
+    """`orch ARGS` in a fresh interpreter, exit 0: (its output before the probe's line, which of
+    `heavy` it loaded)."""
+    done = subprocess.run([sys.executable, "-c", LOADED_PROBE, ",".join(heavy), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    output, _, loaded = done.stdout.rpartition("@@LOADED")
+    return output, loaded.split()
